@@ -1,0 +1,119 @@
+package handoff
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// checkChain is step 6 (draft "Checking a Chain", D6-D8). C[0..n-1] is the
+// chain and C[n] the offer o. The first failure is reported in the order
+// of D6: length, each element's form and signature, prev links,
+// continuity, timing, cycle.
+func (r *Receiver) checkChain(h *Handoff, o *Offer) ([]ChainElement, ChainQuality, *CheckError) {
+	lim := r.o.Limits
+	fail := func(reason Reason, i int, member string, format string, args ...any) *CheckError {
+		return &CheckError{Reason: reason, Index: i, Member: member, Err: fmt.Errorf(format, args...)}
+	}
+	n := len(h.Chain)
+	if n > lim.MaxChain {
+		return nil, "", fail(ReasonTooDeep, OfferIndex, "chain", "chain of %d elements exceeds the limit of %d", n, lim.MaxChain)
+	}
+
+	// Check 1: each element's signed form, payload and signature. An
+	// element with no trusted key leaves the chain unverifiable; it is
+	// still decoded so that links, continuity, timing and cycles are
+	// checked over it (D6).
+	chain := make([]ChainElement, n)
+	unverifiable := false
+	for i, el := range h.Chain {
+		p, err := parseElement(el, "offer", lim)
+		if err != nil {
+			var me *memberError
+			if errors.As(err, &me) {
+				reason := ReasonBrokenChain
+				if me.reason == ReasonPolicy {
+					reason = ReasonPolicy
+				}
+				return nil, "", &CheckError{Reason: reason, Index: i, Member: me.member, Err: me.err}
+			}
+			return nil, "", &CheckError{Reason: ReasonBrokenChain, Index: i, Err: err}
+		}
+		key, err := p.verifyWith(r.o.Keys, p.offer.Iss)
+		if err != nil && !errors.Is(err, errNoKey) {
+			return nil, "", &CheckError{Reason: ReasonBrokenChain, Index: i, Err: err}
+		}
+		if key == nil {
+			unverifiable = true
+		}
+		chain[i] = ChainElement{Element: el, Offer: p.offer, Key: key}
+	}
+	at := func(i int) *Offer {
+		if i == n {
+			return o
+		}
+		return chain[i].Offer
+	}
+	index := func(i int) int {
+		if i == n {
+			return OfferIndex
+		}
+		return i
+	}
+
+	// Check 2: prev links. A prev whose alg is not implemented fails.
+	for i := 1; i <= n; i++ {
+		prev := at(i).Prev
+		if prev == nil {
+			return nil, "", fail(ReasonBrokenChain, index(i), "prev", "no prev, but an earlier element precedes it")
+		}
+		if !prev.Matches(h.Chain[i-1].Octets) {
+			if prev.Alg != AlgSHA256 {
+				return nil, "", fail(ReasonBrokenChain, index(i), "prev", "digest alg %q is not implemented", prev.Alg)
+			}
+			return nil, "", fail(ReasonBrokenChain, index(i), "prev", "does not name chain[%d] (%s)", i-1, h.Chain[i-1].Digest())
+		}
+	}
+	// Check 3: continuity.
+	for i := 1; i <= n; i++ {
+		if at(i-1).Aud != at(i).Iss {
+			return nil, "", fail(ReasonBrokenChain, index(i), "iss", "iss %q is not the audience %q of chain[%d]", at(i).Iss, at(i-1).Aud, i-1)
+		}
+	}
+	// Check 4: timing. Each earlier offer was live when the next was issued.
+	skew := int64(r.o.Skew / time.Second)
+	for i := 1; i <= n; i++ {
+		a, b := at(i-1), at(i)
+		if a.Iat > b.Iat {
+			return nil, "", fail(ReasonBrokenChain, index(i), "iat", "iat %d is before chain[%d].iat %d", b.Iat, i-1, a.Iat)
+		}
+		if b.Iat > a.Exp+skew {
+			return nil, "", fail(ReasonBrokenChain, index(i), "iat", "iat %d is after chain[%d].exp %d plus skew", b.Iat, i-1, a.Exp)
+		}
+	}
+	// Check 6: cycles (D8).
+	seen := make(map[string]int, n+1)
+	for i := 0; i <= n; i++ {
+		c := at(i)
+		if j, dup := seen[c.Iss]; dup {
+			return nil, "", fail(ReasonCycle, index(i), "iss", "%q is also iss of chain[%d]", c.Iss, j)
+		}
+		seen[c.Iss] = i
+		if i < n && (c.Iss == r.o.Me || c.Aud == r.o.Me) {
+			member := "aud"
+			if c.Iss == r.o.Me {
+				member = "iss"
+			}
+			return nil, "", fail(ReasonCycle, i, member, "this receiver %q already appears in the chain", r.o.Me)
+		}
+	}
+	// Quality (D7); check 5: a C[0] with a prev does not reach the start.
+	q := ChainFull
+	switch {
+	case unverifiable:
+		q = ChainUnverifiable
+	case chain[0].Offer.Prev != nil:
+		q = ChainPartial
+	}
+	return chain, q, nil
+}

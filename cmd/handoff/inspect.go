@@ -1,0 +1,199 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/quantumlearningmachines/handoff"
+	"github.com/quantumlearningmachines/handoff/trust"
+)
+
+func cmdInspect(e env, args []string) error {
+	fs := newFlags("inspect", e)
+	trustFile := fs.String("trust", "", "a trust file: show which key verified each element")
+	pos, err := parse(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		return usagef("want exactly one FILE")
+	}
+	b, err := readBounded(pos[0], handoff.DefaultLimits.MaxHandoff)
+	if err != nil {
+		return err
+	}
+	var keys *trust.Config
+	if *trustFile != "" {
+		if keys, err = loadTrust(*trustFile); err != nil {
+			return err
+		}
+	}
+	w := e.stdout
+	if !handoff.IsJSON(b) {
+		// A CBOR Handoff, or a status on its own (JWS, base64url or raw COSE).
+		if h, err := handoff.ParseHandoff(b, handoff.Limits{}); err == nil {
+			return inspectHandoff(w, h, "CBOR", keys)
+		}
+		el := handoff.ParseElement(b)
+		if el.Form == handoff.FormInvalid {
+			return fmt.Errorf("%s is neither a Handoff nor a signed element", pos[0])
+		}
+		fmt.Fprintf(w, "Signed element (%s), %d octets\n\n", el.Form, len(el.Octets))
+		inspectElement(w, "element", el, keys)
+		return nil
+	}
+	h, err := handoff.ParseHandoff(b, handoff.Limits{})
+	if err != nil {
+		return fmt.Errorf("%s: %w", pos[0], err)
+	}
+	return inspectHandoff(w, h, "JSON", keys)
+}
+
+func inspectHandoff(w io.Writer, h *handoff.Handoff, enc string, keys *trust.Config) error {
+	fmt.Fprintf(w, "Handoff (%s): an offer with a chain of %d\n\n", enc, len(h.Chain))
+	offers := make([]*handoff.Offer, 0, len(h.Chain)+1)
+	for i, el := range h.Chain {
+		offers = append(offers, inspectElement(w, fmt.Sprintf("chain[%d]", i), el, keys))
+	}
+	offers = append(offers, inspectElement(w, "offer", h.Offer, keys))
+	for k := range h.Extra {
+		fmt.Fprintf(w, "unknown Handoff member %q (kept)\n", k)
+	}
+	drawChain(w, h, offers)
+	return nil
+}
+
+// inspectElement prints one element and returns its offer payload, if any.
+func inspectElement(w io.Writer, label string, el handoff.Element, keys *trust.Config) *handoff.Offer {
+	d := el.Digest()
+	fmt.Fprintf(w, "%s  %s, %d octets\n", label, el.Form, len(el.Octets))
+	row := func(k, format string, args ...any) { fmt.Fprintf(w, "  %-8s %s\n", k, fmt.Sprintf(format, args...)) }
+	row("digest", "sha-256 %s", d)
+	o, s, err := handoff.UnsafeDecode(el)
+	if err != nil {
+		row("error", "%v", err)
+		fmt.Fprintln(w)
+		return nil
+	}
+	switch {
+	case o != nil:
+		row("type", "offer")
+		row("hop", "%s", o.Hop)
+		row("iss", "%s", o.Iss)
+		row("aud", "%s", o.Aud)
+		row("dialog", "%s", o.Dialog)
+		if o.Task != "" {
+			row("task", "%s", o.Task)
+		}
+		row("iat", "%s", when(o.Iat))
+		row("exp", "%s  (lifetime %d s)", when(o.Exp), o.Exp-o.Iat)
+		if o.Obo != nil {
+			row("obo", "sub %q iss %q", o.Obo.Sub, o.Obo.Iss)
+		}
+		if o.Grant != nil {
+			row("grant", "%s %s", o.Grant.Alg, o.Grant)
+		}
+		if o.Prev != nil {
+			row("prev", "%s %s", o.Prev.Alg, o.Prev)
+		} else {
+			row("prev", "none: this offer starts the chain")
+		}
+		for i, r := range o.Refs {
+			loc := ""
+			if r.Loc != "" {
+				loc = " at " + r.Loc
+			}
+			row(fmt.Sprintf("refs[%d]", i), "%s %s %s%s", r.Kind, r.Dig.Alg, r.Dig, loc)
+		}
+		extras(row, o.Extra)
+		row("key", "%s", keyLine(el, o.Iss, keys))
+	case s != nil:
+		row("type", "status")
+		row("state", "%s", s.State)
+		if s.Reason != "" {
+			row("reason", "%s", s.Reason)
+		}
+		if s.Detail != "" {
+			row("detail", "%q", s.Detail)
+		}
+		row("iss", "%s", s.Iss)
+		row("aud", "%s", s.Aud)
+		row("offer", "%s %s", s.Offer.Alg, s.Offer)
+		row("iat", "%s", when(s.Iat))
+		for i, r := range s.Refs {
+			row(fmt.Sprintf("refs[%d]", i), "%s %s %s", r.Kind, r.Dig.Alg, r.Dig)
+		}
+		extras(row, s.Extra)
+		row("key", "%s", keyLine(el, s.Iss, keys))
+	}
+	fmt.Fprintln(w)
+	return o
+}
+
+func extras(row func(k, format string, args ...any), extra map[string]any) {
+	for k := range extra {
+		row("unknown", "member %q (kept, covered by the signature)", k)
+	}
+}
+
+func when(t int64) string {
+	return fmt.Sprintf("%d  %s", t, time.Unix(t, 0).UTC().Format(time.RFC3339))
+}
+
+// keyLine says which trusted key verified the element, if a trust file was
+// given.
+func keyLine(el handoff.Element, iss string, keys *trust.Config) string {
+	if keys == nil {
+		return "not checked (give --trust to check the signature)"
+	}
+	k, err := handoff.VerifyElement(el, keys)
+	if err != nil {
+		return "NOT VERIFIED: " + err.Error()
+	}
+	return fmt.Sprintf("verified with %s key %s bound to %s", k.Alg, k.Kid, iss)
+}
+
+// drawChain draws the chain oldest first: agents and arrows, with the hop
+// of each arrow and whether its prev link holds.
+func drawChain(w io.Writer, h *handoff.Handoff, offers []*handoff.Offer) {
+	fmt.Fprintln(w, "Chain, oldest first:")
+	els := append(append([]handoff.Element{}, h.Chain...), h.Offer)
+	for i, o := range offers {
+		if o == nil {
+			fmt.Fprintf(w, "  ?  (element %d cannot be read)\n", i)
+			continue
+		}
+		if i == 0 {
+			start := "(start)"
+			if o.Prev != nil {
+				start = "(partial: earlier offers not carried)"
+			}
+			fmt.Fprintf(w, "  %s %s\n", o.Iss, start)
+		}
+		link := "prev ok"
+		switch {
+		case i == 0:
+			link = "first"
+		case o.Prev == nil:
+			link = "NO PREV"
+		case !o.Prev.Matches(els[i-1].Octets):
+			link = "PREV DOES NOT MATCH"
+		case offers[i-1] != nil && offers[i-1].Aud != o.Iss:
+			link = "DISCONTINUOUS: " + offers[i-1].Aud + " did not pass this on"
+		}
+		fmt.Fprintf(w, "   │  hop %s  %s  [%s]\n", short(o.Hop), time.Unix(o.Iat, 0).UTC().Format("15:04:05"), link)
+		fmt.Fprintf(w, "   └─▶ %s\n", o.Aud)
+		if i < len(offers)-1 && offers[i+1] != nil {
+			fmt.Fprintf(w, "  %s\n", strings.Repeat(" ", 0)+offers[i+1].Iss)
+		}
+	}
+}
+
+func short(s string) string {
+	if len(s) > 10 {
+		return s[:10] + "…"
+	}
+	return s
+}

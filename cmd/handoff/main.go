@@ -1,0 +1,159 @@
+// Command handoff makes, passes on, checks and shows agent handoff context
+// elements: signed offers, signed statuses and the Handoff that carries an
+// offer with its chain. Its flags, output lines and exit codes are the
+// contract of SPEC.md section 4: exit 0 on success, 1 when a verdict is
+// negative, 2 on a usage or I/O error with one line on stderr.
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+)
+
+const usage = `Usage:
+    handoff keygen [--out FILE]
+    handoff pubkey KEYFILE
+    handoff offer --key KEYFILE --iss ID --aud ID --dialog ID [--task ID]
+                  [--ttl SECONDS] [--now UNIX] [--obo SUB] [--grant-file FILE]
+                  [--ref-file FILE ...] [--from HANDOFF] [--cose] [--cbor]
+    handoff status --key KEYFILE --from HANDOFF --state STATE [--reason R]
+                  [--detail TEXT] [--iss ID] [--now UNIX] [--cose] [--cbor]
+    handoff verify --trust TRUSTFILE --me ID [--now UNIX] [--skew S]
+                  [--max-lifetime S] [--max-chain N] [--dialog ID]
+                  [--require-full-chain] [--state DIR] FILE...
+    handoff verify-status --trust TRUSTFILE --from HANDOFF [--now UNIX] STATUS...
+    handoff inspect [--trust TRUSTFILE] FILE
+
+A delegator signs an offer for a delegate; the delegate checks it and
+answers with a signed status. An offer passed on carries the offers before
+it as its chain, linked by SHA-256 digests. Input is JSON or CBOR, by
+content; output is JSON unless --cbor is given.
+
+Examples:
+    $ handoff keygen --out planner.jwk
+    $ handoff pubkey planner.jwk              # paste into a trust file
+    $ handoff offer --key assistant.jwk --iss https://assistant.example \
+          --aud https://planner.example --dialog ctx-1 > h1.json
+    $ handoff offer --key planner.jwk --iss https://planner.example \
+          --aud https://coder.example --dialog ctx-1 --from h1.json > h2.json
+    $ handoff verify --trust trust.json --me https://coder.example h2.json
+    {"file":"h2.json","result":"accepted","offer":"...","chain":"full"}
+    $ handoff status --key coder.jwk --from h2.json --state accepted > s.jws
+    $ handoff verify-status --trust trust.json --from h2.json s.jws
+    $ handoff inspect --trust trust.json h2.json
+
+Exit status: 0 success, 1 negative verdict, 2 usage or I/O error.
+`
+
+// usageError is a bad invocation: exit 2 with a hint.
+type usageError struct{ msg string }
+
+func (e usageError) Error() string { return e.msg }
+
+func usagef(format string, args ...any) error { return usageError{fmt.Sprintf(format, args...)} }
+
+// errNegative is a negative verdict already printed: exit 1.
+var errNegative = errors.New("negative verdict")
+
+type env struct {
+	stdin          io.Reader
+	stdout, stderr io.Writer
+}
+
+func main() {
+	os.Exit(run(os.Args[1:], env{os.Stdin, os.Stdout, os.Stderr}))
+}
+
+var commands = map[string]func(env, []string) error{
+	"keygen":        cmdKeygen,
+	"pubkey":        cmdPubkey,
+	"offer":         cmdOffer,
+	"status":        cmdStatus,
+	"verify":        cmdVerify,
+	"verify-status": cmdVerifyStatus,
+	"inspect":       cmdInspect,
+}
+
+func run(args []string, e env) int {
+	if len(args) == 0 {
+		fmt.Fprint(e.stderr, usage)
+		return 2
+	}
+	name := args[0]
+	if name == "help" || name == "-h" || name == "--help" {
+		fmt.Fprint(e.stdout, usage)
+		return 0
+	}
+	cmd, ok := commands[name]
+	if !ok {
+		fmt.Fprintf(e.stderr, "handoff: error: unknown command %q\nhandoff: hint: run \"handoff help\" for the list of commands\n", name)
+		return 2
+	}
+	err := cmd(e, args[1:])
+	switch {
+	case err == nil:
+		return 0
+	case errors.Is(err, flag.ErrHelp):
+		return 0
+	case errors.Is(err, errNegative):
+		return 1
+	}
+	fmt.Fprintf(e.stderr, "handoff: error: %s: %v\n", name, err)
+	var ue usageError
+	if errors.As(err, &ue) {
+		fmt.Fprintf(e.stderr, "handoff: hint: run \"handoff help\" for usage\n")
+	}
+	return 2
+}
+
+// newFlags returns a FlagSet that reports errors instead of exiting.
+func newFlags(name string, e env) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	return fs
+}
+
+// parse parses flags; flag errors are usage errors. Flags may come before
+// or after the positional arguments.
+func parse(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return nil, err
+			}
+			return nil, usageError{err.Error()}
+		}
+		args = fs.Args()
+		if len(args) == 0 {
+			return pos, nil
+		}
+		if args[0] == "--" {
+			return append(pos, args[1:]...), nil
+		}
+		pos = append(pos, args[0])
+		args = args[1:]
+	}
+}
+
+// stringList is a repeatable string flag.
+type stringList []string
+
+func (s *stringList) String() string     { return strings.Join(*s, ",") }
+func (s *stringList) Set(v string) error { *s = append(*s, v); return nil }
+
+func required(fs *flag.FlagSet, names ...string) error {
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	for _, n := range names {
+		if !set[n] {
+			return usagef("--%s is required", n)
+		}
+	}
+	return nil
+}

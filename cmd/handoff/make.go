@@ -1,0 +1,290 @@
+package main
+
+import (
+	"crypto/ecdsa"
+	"fmt"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/quantumlearningmachines/handoff"
+	"github.com/quantumlearningmachines/handoff/trust"
+)
+
+func cmdKeygen(e env, args []string) error {
+	fs := newFlags("keygen", e)
+	out := fs.String("out", "", "write the key to `FILE` (mode 0600) instead of stdout")
+	pos, err := parse(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 0 {
+		return usagef("unexpected argument %q", pos[0])
+	}
+	k, err := trust.GenerateKey()
+	if err != nil {
+		return err
+	}
+	b, err := trust.MarshalPrivateJWK(k)
+	if err != nil {
+		return err
+	}
+	b = append(b, '\n')
+	if *out == "" {
+		_, err = e.stdout.Write(b)
+		return err
+	}
+	f, err := os.OpenFile(*out, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(b); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+func cmdPubkey(e env, args []string) error {
+	fs := newFlags("pubkey", e)
+	pos, err := parse(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		return usagef("want exactly one KEYFILE")
+	}
+	k, _, err := loadKey(pos[0])
+	if err != nil {
+		return err
+	}
+	b, err := trust.MarshalPublicJWK(&k.PublicKey)
+	if err != nil {
+		return err
+	}
+	_, err = e.stdout.Write(append(b, '\n'))
+	return err
+}
+
+func loadKey(path string) (*ecdsa.PrivateKey, string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, "", err
+	}
+	k, kid, err := trust.ParsePrivateJWK(b)
+	if err != nil {
+		return nil, "", fmt.Errorf("key file %s: %w", path, err)
+	}
+	return k, kid, nil
+}
+
+// unixFlag is --now: a Unix time in seconds; unset means the clock.
+type unixFlag struct {
+	t   time.Time
+	set bool
+}
+
+func (u *unixFlag) String() string { return "" }
+func (u *unixFlag) Set(v string) error {
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n < 0 {
+		return fmt.Errorf("not a Unix time in seconds: %q", v)
+	}
+	u.t, u.set = time.Unix(n, 0), true
+	return nil
+}
+
+func (u *unixFlag) now() time.Time {
+	if u.set {
+		return u.t
+	}
+	return time.Now()
+}
+
+// readHandoff reads and decodes a Handoff file for offer --from and
+// status --from.
+func readHandoff(path string) (*handoff.Handoff, error) {
+	b, err := readBounded(path, handoff.DefaultLimits.MaxHandoff)
+	if err != nil {
+		return nil, err
+	}
+	h, err := handoff.ParseHandoff(b, handoff.Limits{})
+	if err != nil {
+		return nil, fmt.Errorf("%s is not a valid Handoff: %w", path, err)
+	}
+	return h, nil
+}
+
+func form(cose bool) handoff.Form {
+	if cose {
+		return handoff.FormCOSE
+	}
+	return handoff.FormJWS
+}
+
+func cmdOffer(e env, args []string) error {
+	fs := newFlags("offer", e)
+	keyFile := fs.String("key", "", "the delegator's private key `KEYFILE` (JWK)")
+	iss := fs.String("iss", "", "the delegator's AgentId")
+	aud := fs.String("aud", "", "the delegate's AgentId")
+	dialog := fs.String("dialog", "", "the host protocol's dialog id")
+	task := fs.String("task", "", "the host protocol's task id")
+	ttl := fs.Int64("ttl", 300, "seconds until exp")
+	var now unixFlag
+	fs.Var(&now, "now", "issue time, Unix seconds (default: the clock)")
+	obo := fs.String("obo", "", "the principal's sub")
+	grantFile := fs.String("grant-file", "", "a credential whose digest becomes grant")
+	var refFiles stringList
+	fs.Var(&refFiles, "ref-file", "a file whose digest becomes a ref of kind digest (repeatable)")
+	from := fs.String("from", "", "a received Handoff to pass on")
+	cose := fs.Bool("cose", false, "sign as COSE_Sign1 instead of JWS")
+	cbor := fs.Bool("cbor", false, "write the Handoff as CBOR")
+	pos, err := parse(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 0 {
+		return usagef("unexpected argument %q", pos[0])
+	}
+	if err := required(fs, "key", "iss", "aud", "dialog"); err != nil {
+		return err
+	}
+	if *ttl <= 0 {
+		return usagef("--ttl must be a positive number of seconds")
+	}
+	key, _, err := loadKey(*keyFile)
+	if err != nil {
+		return err
+	}
+	t := now.now().Unix()
+	o := &handoff.Offer{Hop: handoff.NewHop(), Dialog: *dialog, Task: *task, Iss: *iss, Aud: *aud, Iat: t, Exp: t + *ttl}
+	if *obo != "" {
+		o.Obo = &handoff.Principal{Sub: *obo}
+	}
+	if *grantFile != "" {
+		b, err := os.ReadFile(*grantFile)
+		if err != nil {
+			return err
+		}
+		d := handoff.DigestOf(b)
+		o.Grant = &d
+	}
+	for _, f := range refFiles {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return err
+		}
+		o.Refs = append(o.Refs, handoff.ContextRef{Kind: handoff.KindDigest, Dig: handoff.DigestOf(b)})
+	}
+	var received *handoff.Handoff
+	if *from != "" {
+		if received, err = readHandoff(*from); err != nil {
+			return err
+		}
+		d := received.Offer.Digest()
+		o.Prev = &d
+	}
+	s, err := handoff.NewSigner(key)
+	if err != nil {
+		return err
+	}
+	el, err := s.SignOffer(o, form(*cose))
+	if err != nil {
+		return err
+	}
+	h := &handoff.Handoff{Offer: el}
+	if received != nil {
+		h = received.PassOn(el)
+	}
+	return writeHandoff(e, h, *cbor)
+}
+
+func writeHandoff(e env, h *handoff.Handoff, cbor bool) error {
+	enc := handoff.JSON
+	if cbor {
+		enc = handoff.CBOR
+	}
+	b, err := h.Encode(enc)
+	if err != nil {
+		return err
+	}
+	if !cbor {
+		b = append(b, '\n')
+	}
+	_, err = e.stdout.Write(b)
+	return err
+}
+
+func cmdStatus(e env, args []string) error {
+	fs := newFlags("status", e)
+	keyFile := fs.String("key", "", "the sender's private key `KEYFILE` (JWK)")
+	from := fs.String("from", "", "the Handoff whose offer this status answers")
+	state := fs.String("state", "", "accepted, rejected, completed, failed or canceled")
+	reason := fs.String("reason", "", "the reason code")
+	detail := fs.String("detail", "", "free text for people")
+	iss := fs.String("iss", "", "the sender (default: the offer's aud; its iss for canceled)")
+	var now unixFlag
+	fs.Var(&now, "now", "issue time, Unix seconds (default: the clock)")
+	cose := fs.Bool("cose", false, "sign as COSE_Sign1 instead of JWS")
+	cbor := fs.Bool("cbor", false, "with --cose: write the raw COSE_Sign1 octets")
+	pos, err := parse(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 0 {
+		return usagef("unexpected argument %q", pos[0])
+	}
+	if err := required(fs, "key", "from", "state"); err != nil {
+		return err
+	}
+	if *cbor && !*cose {
+		return usagef("--cbor needs --cose: a JWS status is text")
+	}
+	st := handoff.State(*state)
+	switch st {
+	case handoff.StateAccepted, handoff.StateRejected, handoff.StateCompleted, handoff.StateFailed, handoff.StateCanceled:
+	default:
+		return usagef("--state %q is not one of accepted, rejected, completed, failed, canceled", *state)
+	}
+	key, _, err := loadKey(*keyFile)
+	if err != nil {
+		return err
+	}
+	h, err := readHandoff(*from)
+	if err != nil {
+		return err
+	}
+	offer, _, err := handoff.UnsafeDecode(h.Offer)
+	if err != nil || offer == nil {
+		return fmt.Errorf("%s: the offer cannot be read: %v", *from, err)
+	}
+	sender, receiver := offer.Aud, offer.Iss
+	if st == handoff.StateCanceled {
+		sender, receiver = offer.Iss, offer.Aud
+	}
+	if *iss != "" {
+		switch *iss {
+		case sender:
+		case receiver:
+			sender, receiver = receiver, sender
+		default:
+			return usagef("--iss %q names neither party of the offer (%q, %q)", *iss, offer.Iss, offer.Aud)
+		}
+	}
+	s := &handoff.Status{Offer: h.Offer.Digest(), Iss: sender, Aud: receiver, Iat: now.now().Unix(),
+		State: st, Reason: handoff.Reason(*reason), Detail: *detail}
+	signer, err := handoff.NewSigner(key)
+	if err != nil {
+		return err
+	}
+	el, err := signer.SignStatus(s, form(*cose))
+	if err != nil {
+		return err
+	}
+	if *cbor {
+		_, err = e.stdout.Write(el.Octets)
+		return err
+	}
+	_, err = fmt.Fprintln(e.stdout, el.Text())
+	return err
+}

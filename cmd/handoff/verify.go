@@ -1,0 +1,245 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/quantumlearningmachines/handoff"
+	"github.com/quantumlearningmachines/handoff/internal/wire"
+	"github.com/quantumlearningmachines/handoff/trust"
+)
+
+// errTooLarge marks a file not read because it exceeds a bound.
+var errTooLarge = errors.New("exceeds the size bound")
+
+// readBounded reads at most max octets of a file; a larger file is
+// errTooLarge and is not read further.
+func readBounded(path string, max int) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, int64(max)+1))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if len(b) > max {
+		return nil, fmt.Errorf("%s: %w of %d octets", path, errTooLarge, max)
+	}
+	return b, nil
+}
+
+// secondsFlag is a duration given in whole seconds.
+type secondsFlag struct{ d *time.Duration }
+
+func (s secondsFlag) String() string { return "" }
+func (s secondsFlag) Set(v string) error {
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n <= 0 {
+		return fmt.Errorf("not a positive number of seconds: %q", v)
+	}
+	*s.d = time.Duration(n) * time.Second
+	return nil
+}
+
+func loadTrust(path string) (*trust.Config, error) {
+	c, err := trust.Load(path)
+	if err != nil {
+		return nil, fmt.Errorf("trust file %s: %w", path, err)
+	}
+	return c, nil
+}
+
+func writeLine(e env, m *wire.Map) error {
+	b, err := wire.EncodeJSON(m)
+	if err != nil {
+		return err
+	}
+	_, err = e.stdout.Write(append(b, '\n'))
+	return err
+}
+
+func cmdVerify(e env, args []string) error {
+	fs := newFlags("verify", e)
+	trustFile := fs.String("trust", "", "the trust file")
+	me := fs.String("me", "", "this receiver's AgentId")
+	var now unixFlag
+	fs.Var(&now, "now", "the current time, Unix seconds (default: the clock)")
+	var skew, maxLife time.Duration
+	fs.Var(secondsFlag{&skew}, "skew", "clock skew allowed, seconds (default 60)")
+	fs.Var(secondsFlag{&maxLife}, "max-lifetime", "maximum exp - iat, seconds (default 300)")
+	maxChain := fs.Int("max-chain", handoff.DefaultLimits.MaxChain, "maximum chain length")
+	dialog := fs.String("dialog", "", "the host message's dialog id")
+	full := fs.Bool("require-full-chain", false, "reject an offer with a prev whose chain is not full")
+	stateDir := fs.String("state", "", "keep the replay memory in `DIR` across runs")
+	files, err := parse(fs, args)
+	if err != nil {
+		return err
+	}
+	if err := required(fs, "trust", "me"); err != nil {
+		return err
+	}
+	if len(files) == 0 {
+		return usagef("no Handoff FILE given")
+	}
+	if *maxChain < 1 {
+		return usagef("--max-chain must be at least 1")
+	}
+	keys, err := loadTrust(*trustFile)
+	if err != nil {
+		return err
+	}
+	// Read every file before judging any: an unreadable one exits 2 with
+	// no verdict lines. A file over the Handoff bound is not read; it gets
+	// a "policy" line.
+	lim := handoff.DefaultLimits
+	lim.MaxChain = *maxChain
+	inputs := make([][]byte, len(files))
+	tooLarge := make([]bool, len(files))
+	for i, f := range files {
+		b, err := readBounded(f, lim.MaxHandoff)
+		if errors.Is(err, errTooLarge) {
+			tooLarge[i] = true
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		inputs[i] = b
+	}
+	opts := handoff.Options{Me: *me, Keys: keys, Skew: skew, MaxLifetime: maxLife, Limits: lim,
+		RequireFullChain: *full, Now: now.now}
+	var st *fileState
+	if *stateDir != "" {
+		if st, err = openState(*stateDir, now.now); err != nil {
+			return err
+		}
+		defer st.close()
+		opts.Memory = st
+	}
+	r, err := handoff.NewReceiver(opts)
+	if err != nil {
+		return err
+	}
+	allAccepted := true
+	for i, f := range files {
+		line := &wire.Map{}
+		line.Add("file", f)
+		if tooLarge[i] {
+			allAccepted = false
+			line.Add("result", string(handoff.Rejected))
+			line.Add("reason", string(handoff.ReasonPolicy))
+			line.Add("offer", nil)
+			line.Add("chain", string(handoff.ChainUnchecked))
+			if err := writeLine(e, line); err != nil {
+				return err
+			}
+			continue
+		}
+		res, err := r.Receive(context.Background(), inputs[i], *dialog)
+		if res == nil {
+			return err
+		}
+		if res.Outcome != handoff.Accepted {
+			allAccepted = false
+		}
+		line.Add("result", string(res.Outcome))
+		if res.Outcome == handoff.Rejected {
+			line.Add("reason", string(res.Reason))
+		}
+		if res.OfferDigest != nil {
+			line.Add("offer", res.OfferDigest.String())
+		} else {
+			line.Add("offer", nil)
+		}
+		line.Add("chain", string(res.ChainQuality))
+		if err := writeLine(e, line); err != nil {
+			return err
+		}
+		if res.Err != nil {
+			fmt.Fprintf(e.stderr, "handoff: %s: %v\n", f, res.Err)
+		}
+	}
+	if st != nil {
+		if err := st.save(); err != nil {
+			return err
+		}
+	}
+	if !allAccepted {
+		return errNegative
+	}
+	return nil
+}
+
+func cmdVerifyStatus(e env, args []string) error {
+	fs := newFlags("verify-status", e)
+	trustFile := fs.String("trust", "", "the trust file")
+	from := fs.String("from", "", "the Handoff whose offer the statuses answer")
+	var now unixFlag
+	fs.Var(&now, "now", "the current time, Unix seconds (default: the clock)")
+	files, err := parse(fs, args)
+	if err != nil {
+		return err
+	}
+	if err := required(fs, "trust", "from"); err != nil {
+		return err
+	}
+	if len(files) == 0 {
+		return usagef("no STATUS file given")
+	}
+	keys, err := loadTrust(*trustFile)
+	if err != nil {
+		return err
+	}
+	h, err := readHandoff(*from)
+	if err != nil {
+		return err
+	}
+	if _, _, err := handoff.UnsafeDecode(h.Offer); err != nil {
+		return fmt.Errorf("%s: the offer cannot be read: %v", *from, err)
+	}
+	inputs := make([][]byte, len(files))
+	for i, f := range files {
+		if inputs[i], err = readBounded(f, handoff.DefaultLimits.MaxElement*2); err != nil {
+			return err
+		}
+	}
+	all := true
+	for i, f := range files {
+		line := &wire.Map{}
+		line.Add("file", f)
+		el := handoff.ParseElement(inputs[i])
+		vs, err := handoff.VerifyStatus(el, h.Offer, handoff.StatusOptions{Keys: keys, Now: now.now})
+		var s *handoff.Status
+		if vs != nil {
+			s = vs.Status
+			line.Add("result", "verified")
+		} else {
+			all = false
+			line.Add("result", "rejected")
+			_, s, _ = handoff.UnsafeDecode(el)
+		}
+		if s != nil {
+			line.Add("state", string(s.State))
+			if s.Reason != "" {
+				line.Add("reason", string(s.Reason))
+			}
+		}
+		if err != nil {
+			line.Add("error", err.Error())
+		}
+		if err := writeLine(e, line); err != nil {
+			return err
+		}
+	}
+	if !all {
+		return errNegative
+	}
+	return nil
+}

@@ -1,0 +1,145 @@
+package handoff
+
+import (
+	"fmt"
+
+	"github.com/quantumlearningmachines/handoff/internal/wire"
+)
+
+// Handoff is what the host protocol carries: the signed offer and,
+// optionally, the chain of earlier signed offers, oldest first, ending with
+// the one the offer's prev names (draft "The Handoff Object"). It is not
+// signed; its elements are.
+type Handoff struct {
+	Offer Element
+	Chain []Element      // nil when the Handoff has no chain member
+	Extra map[string]any // unknown members, kept
+}
+
+// PassOn returns the Handoff that carries next, an offer whose prev is
+// h.Offer.Digest(): its chain is h's chain followed by h's offer, octets
+// unchanged.
+func (h *Handoff) PassOn(next Element) *Handoff {
+	chain := make([]Element, 0, len(h.Chain)+1)
+	chain = append(chain, h.Chain...)
+	chain = append(chain, h.Offer)
+	return &Handoff{Offer: next, Chain: chain}
+}
+
+// IsJSON reports whether b is a JSON text by SPEC.md section 4: its first
+// byte other than JSON white space is '{'. Anything else is read as CBOR.
+func IsJSON(b []byte) bool {
+	b = trimSpace(b)
+	return len(b) > 0 && b[0] == '{'
+}
+
+// ParseHandoff strictly decodes a Handoff in JSON or CBOR (by content). It
+// checks the Handoff's own shape (D3): offer present and carried as a signed
+// element, chain absent or a non-empty array of elements. It does not look
+// inside the elements; Receiver does.
+//
+// On error the returned Handoff, if not nil, holds the offer element when it
+// could be read, so that its digest can still be reported.
+func ParseHandoff(b []byte, lim Limits) (*Handoff, error) {
+	lim = lim.withDefaults()
+	if len(b) > lim.MaxHandoff {
+		return nil, overBound("", "Handoff of %d octets exceeds the limit of %d", len(b), lim.MaxHandoff)
+	}
+	enc := CBOR
+	if IsJSON(b) {
+		enc = JSON
+	}
+	v, err := decodeTree(b, enc)
+	if err != nil {
+		return nil, malformed("", "Handoff: %v", err)
+	}
+	m, err := asMembers(v, "the Handoff")
+	if err != nil {
+		return nil, err
+	}
+	h := &Handoff{}
+	ov, ok := m.take("offer")
+	if !ok {
+		return nil, malformed("offer", "missing from the Handoff")
+	}
+	var offerErr error
+	h.Offer, offerErr = carried(ov, enc)
+	if offerErr != nil && h.Offer.Octets == nil {
+		return nil, prefixMember("offer", offerErr)
+	}
+	if cv, ok := m.take("chain"); ok {
+		a, ok := cv.([]any)
+		if !ok {
+			return h, malformed("chain", "is %s, want an array", wire.TypeName(cv))
+		}
+		if len(a) == 0 {
+			return h, malformed("chain", "empty array")
+		}
+		h.Chain = make([]Element, len(a))
+		for i, x := range a {
+			el, err := carried(x, enc)
+			if el.Octets == nil {
+				return h, prefixMember(fmt.Sprintf("chain[%d]", i), err)
+			}
+			// Text that is neither a JWS nor base64url is a broken chain
+			// element (D6), not a malformed Handoff: keep it as FormInvalid.
+			h.Chain[i] = el
+		}
+	}
+	if offerErr != nil {
+		return h, prefixMember("offer", offerErr)
+	}
+	if h.Offer.Form == FormInvalid {
+		return h, malformed("offer", "text is neither a compact JWS nor base64url")
+	}
+	h.Extra = m.extra()
+	return h, nil
+}
+
+// carried reads one signed element as a Handoff carries it. JSON: text
+// (JWS, or base64url COSE). CBOR: text (JWS) or a byte string (COSE). The
+// returned element has Octets set whenever its octets are known, even if
+// the carriage itself breaks the data model (err != nil).
+func carried(v any, enc Encoding) (Element, error) {
+	switch x := v.(type) {
+	case string:
+		el := elementFromText(x)
+		if enc == CBOR && el.Form == FormCOSE {
+			// In CBOR a COSE_Sign1 travels as a byte string; text must be
+			// a JWS (D3). Keep the octets for the digest.
+			return el, malformed("", "CBOR carries COSE as a byte string, not base64url text")
+		}
+		return el, nil // FormInvalid text is judged where it is checked
+	case []byte:
+		if enc == JSON {
+			return Element{}, malformed("", "is a byte string")
+		}
+		return Element{Form: FormCOSE, Octets: x}, nil
+	}
+	return Element{}, malformed("", "is %s, want a signed element", wire.TypeName(v))
+}
+
+// Encode writes the Handoff in JSON or CBOR. The elements are written with
+// their octets unchanged.
+func (h *Handoff) Encode(enc Encoding) ([]byte, error) {
+	m := &wire.Map{}
+	m.Add("offer", carriedValue(h.Offer, enc))
+	if len(h.Chain) > 0 {
+		a := make([]any, len(h.Chain))
+		for i, e := range h.Chain {
+			a[i] = carriedValue(e, enc)
+		}
+		m.Add("chain", a)
+	}
+	if err := addExtra(m, h.Extra); err != nil {
+		return nil, err
+	}
+	return encodeTree(m, enc)
+}
+
+func carriedValue(e Element, enc Encoding) any {
+	if e.Form == FormCOSE && enc == CBOR {
+		return e.Octets
+	}
+	return e.Text()
+}

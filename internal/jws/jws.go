@@ -1,0 +1,465 @@
+// Package jws implements the narrow JWS profile of the agent handoff draft
+// (draft-agent-handoff-01, "Signing"; project reading in SPEC.md section 2,
+// D1, D2, D3 and D10): the RFC 7515 compact serialization, ES256 only, with
+// a protected header of exactly the members alg, kid and typ.
+//
+// It is a small, strict format written directly over crypto/ecdsa and
+// crypto/sha256, not a general JOSE library. Parse accepts exactly one
+// octet string per token: strict base64url (no padding, canonical trailing
+// bits, no line breaks), a strictly parsed JSON header with no duplicate
+// or unknown members and no crit, and a 64-octet R||S signature. Sign
+// produces the canonical form: header {"alg":"ES256","kid":...,"typ":
+// "agent-handoff+jwt"} in that order.
+package jws
+
+import (
+	"bytes"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/sha256"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+
+	"github.com/go-json-experiment/json/jsontext"
+)
+
+// Typ is the typ header value Sign writes.
+const Typ = "agent-handoff+jwt"
+
+// ES256 is the only alg value this profile allows.
+const ES256 = "ES256"
+
+// Errors returned by Parse, Verify and Sign wrap exactly one of these.
+var (
+	// ErrMalformed: bad structure, base64url, header JSON, missing, extra
+	// or mistyped header members, empty kid, or a signature not 64 octets.
+	ErrMalformed = errors.New("jws: malformed")
+	// ErrCrit: the header has a crit member.
+	ErrCrit = errors.New("jws: crit header not allowed")
+	// ErrAlg: alg is not "ES256", or a key is not a P-256 key.
+	ErrAlg = errors.New("jws: algorithm not allowed")
+	// ErrTyp: typ is not agent-handoff+jwt (see Parse).
+	ErrTyp = errors.New("jws: wrong typ")
+	// ErrSignature: the signature does not verify with the given key.
+	ErrSignature = errors.New("jws: signature does not verify")
+)
+
+// Header is the protected header. Typ is as received (case and
+// "application/" prefix preserved).
+type Header struct {
+	Alg, Kid, Typ string
+}
+
+// Token is a structurally valid compact JWS as returned by Parse. Its
+// signature has not been checked until Verify returns nil.
+type Token struct {
+	Header  Header
+	Payload []byte // decoded payload octets
+
+	signingInput []byte   // "header.payload" prefix of Parse's input (aliased)
+	sig          [64]byte // R||S, each 32 octets big-endian
+}
+
+const (
+	sigLen    = 64
+	sigB64Len = 86 // RawURLEncoding.EncodedLen(64)
+)
+
+var b64 = base64.RawURLEncoding.Strict()
+
+// Sign returns the compact serialization (ASCII octets) of payload signed
+// with key, a P-256 key, under the protected header
+// {"alg":"ES256","kid":<kid>,"typ":"agent-handoff+jwt"}. kid must be
+// non-empty valid UTF-8 and payload non-empty, so that Parse accepts the
+// result. rand is passed to ecdsa.Sign (which since Go 1.26 ignores it
+// unless GODEBUG=cryptocustomrand=1).
+func Sign(rand io.Reader, key *ecdsa.PrivateKey, kid string, payload []byte) ([]byte, error) {
+	if key == nil || key.Curve == nil || key.Curve.Params() != elliptic.P256().Params() {
+		return nil, fmt.Errorf("%w: signing key is not a P-256 key", ErrAlg)
+	}
+	if kid == "" {
+		return nil, fmt.Errorf("%w: empty kid", ErrMalformed)
+	}
+	if len(payload) == 0 {
+		return nil, fmt.Errorf("%w: empty payload", ErrMalformed)
+	}
+	hdr := make([]byte, 0, 48+len(kid))
+	hdr = append(hdr, `{"alg":"ES256","kid":`...)
+	hdr, err := jsontext.AppendQuote(hdr, kid)
+	if err != nil {
+		return nil, fmt.Errorf("%w: kid is not valid UTF-8", ErrMalformed)
+	}
+	hdr = append(hdr, `,"typ":"agent-handoff+jwt"}`...)
+
+	n := b64.EncodedLen(len(hdr)) + 1 + b64.EncodedLen(len(payload))
+	out := make([]byte, 0, n+1+sigB64Len)
+	out = b64.AppendEncode(out, hdr)
+	out = append(out, '.')
+	out = b64.AppendEncode(out, payload)
+
+	h := sha256.Sum256(out)
+	r, s, err := ecdsa.Sign(rand, key, h[:])
+	if err != nil {
+		return nil, fmt.Errorf("jws: sign: %w", err)
+	}
+	var sig [sigLen]byte
+	r.FillBytes(sig[:32])
+	s.FillBytes(sig[32:])
+	out = append(out, '.')
+	return b64.AppendEncode(out, sig[:]), nil
+}
+
+// b64Alphabet marks the base64url alphabet.
+var b64Alphabet = func() (t [256]bool) {
+	for _, c := range "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_" {
+		t[c] = true
+	}
+	return t
+}()
+
+// Parse checks the structure of a compact JWS; it uses no key. It requires
+// exactly three '.'-separated non-empty parts of strict base64url (no
+// padding, no characters outside the URL-safe alphabet, canonical trailing
+// bits); a header that is one JSON object (no duplicate names, valid UTF-8,
+// nothing after it) with exactly the members alg, kid and typ, each a
+// string; alg exactly "ES256"; kid non-empty; typ "agent-handoff+jwt" or
+// "application/agent-handoff+jwt", ASCII case-insensitively (RFC 7515
+// section 4.1.9); and a signature of exactly 64 octets (R||S).
+//
+// A crit member yields ErrCrit whatever else the (well-formed JSON) header
+// holds. A wrong alg yields ErrAlg, a wrong typ ErrTyp; everything else,
+// including a missing alg or typ, yields ErrMalformed.
+//
+// The returned Token's signing input aliases compact, which must not be
+// modified while the Token is in use.
+func Parse(compact []byte) (*Token, error) {
+	// One pass: alphabet check and the two separators.
+	d1, d2, dots := -1, -1, 0
+	for i, c := range compact {
+		if b64Alphabet[c] {
+			continue
+		}
+		if c != '.' {
+			if c == '=' {
+				return nil, fmt.Errorf("%w: base64url padding at offset %d", ErrMalformed, i)
+			}
+			return nil, fmt.Errorf("%w: character %q at offset %d outside base64url", ErrMalformed, c, i)
+		}
+		switch dots++; dots {
+		case 1:
+			d1 = i
+		case 2:
+			d2 = i
+		}
+	}
+	if dots != 2 {
+		return nil, fmt.Errorf("%w: %d parts, want 3", ErrMalformed, dots+1)
+	}
+	hPart, pPart, sPart := compact[:d1], compact[d1+1:d2], compact[d2+1:]
+	switch {
+	case len(hPart) == 0:
+		return nil, fmt.Errorf("%w: empty header part", ErrMalformed)
+	case len(pPart) == 0:
+		return nil, fmt.Errorf("%w: empty payload part", ErrMalformed)
+	case len(sPart) == 0:
+		return nil, fmt.Errorf("%w: empty signature part", ErrMalformed)
+	}
+
+	t := new(Token)
+	if err := parseHeader(&t.Header, hPart); err != nil {
+		return nil, err
+	}
+
+	payload := make([]byte, b64.DecodedLen(len(pPart)))
+	n, err := b64.Decode(payload, pPart)
+	if err != nil {
+		return nil, fmt.Errorf("%w: payload: invalid base64url", ErrMalformed)
+	}
+	t.Payload = payload[:n]
+
+	if len(sPart) != sigB64Len {
+		if len(sPart)%4 == 1 {
+			return nil, fmt.Errorf("%w: signature: invalid base64url", ErrMalformed)
+		}
+		return nil, fmt.Errorf("%w: signature is %d octets, want %d", ErrMalformed, b64.DecodedLen(len(sPart)), sigLen)
+	}
+	if n, err := b64.Decode(t.sig[:], sPart); err != nil || n != sigLen {
+		return nil, fmt.Errorf("%w: signature: invalid base64url", ErrMalformed)
+	}
+	t.signingInput = compact[:d2:d2]
+	return t, nil
+}
+
+// headerScratch is the pooled state for parsing one header.
+type headerScratch struct {
+	buf bytes.Buffer
+	dec *jsontext.Decoder
+	str []byte // unquoted string scratch
+}
+
+var (
+	headerPool = sync.Pool{New: func() any {
+		return &headerScratch{dec: jsontext.NewDecoder(emptyReader{})}
+	}}
+)
+
+type emptyReader struct{}
+
+func (emptyReader) Read([]byte) (int, error) { return 0, io.EOF }
+
+const maxPooledHeader = 4 << 10
+
+func parseHeader(h *Header, part []byte) error {
+	sc := headerPool.Get().(*headerScratch)
+	err := sc.parse(h, part)
+	sc.dec.Reset(emptyReader{}) // drop the reference to sc.buf's contents
+	if sc.buf.Cap() <= maxPooledHeader {
+		headerPool.Put(sc)
+	}
+	return err
+}
+
+func (sc *headerScratch) parse(h *Header, part []byte) error {
+	sc.buf.Reset()
+	sc.buf.Grow(b64.DecodedLen(len(part)))
+	raw, err := b64.AppendDecode(sc.buf.AvailableBuffer(), part)
+	if err != nil {
+		return fmt.Errorf("%w: header: invalid base64url", ErrMalformed)
+	}
+	sc.buf.Write(raw)
+	dec := sc.dec
+	dec.Reset(&sc.buf) // defaults: duplicate names and invalid UTF-8 rejected
+
+	if tok, err := dec.ReadToken(); err != nil {
+		return fmt.Errorf("%w: header is not JSON", ErrMalformed)
+	} else if tok.Kind() != '{' {
+		return fmt.Errorf("%w: header is not a JSON object", ErrMalformed)
+	}
+
+	// The whole object is read before reporting, so that crit wins over
+	// every other member problem and JSON errors win over crit.
+	var (
+		crit                      bool
+		semErr                    error // first member problem other than crit
+		haveAlg, haveKid, haveTyp bool
+		alg, typ                  int // 0 unset, 1 right, 2 wrong
+	)
+	for dec.PeekKind() == '"' {
+		name, err := dec.ReadValue()
+		if err != nil {
+			return fmt.Errorf("%w: header JSON: %v", ErrMalformed, err)
+		}
+		sc.str, err = jsontext.AppendUnquote(sc.str[:0], name)
+		if err != nil {
+			return fmt.Errorf("%w: header JSON: %v", ErrMalformed, err)
+		}
+		member := memberOf(sc.str)
+		if member == mCrit || member == mOther {
+			if member == mCrit {
+				crit = true
+			} else if semErr == nil {
+				semErr = fmt.Errorf("%w: header member %q not allowed", ErrMalformed, sc.str)
+			}
+			if err := dec.SkipValue(); err != nil {
+				return fmt.Errorf("%w: header JSON: %v", ErrMalformed, err)
+			}
+			continue
+		}
+		isString := dec.PeekKind() == '"'
+		val, err := dec.ReadValue()
+		if err != nil {
+			return fmt.Errorf("%w: header JSON: %v", ErrMalformed, err)
+		}
+		if !isString {
+			if semErr == nil {
+				semErr = fmt.Errorf("%w: header member %q is not a string", ErrMalformed, memberNames[member])
+			}
+			continue
+		}
+		sc.str, err = jsontext.AppendUnquote(sc.str[:0], val)
+		if err != nil {
+			return fmt.Errorf("%w: header JSON: %v", ErrMalformed, err)
+		}
+		switch member {
+		case mAlg:
+			haveAlg, alg = true, 2
+			if string(sc.str) == ES256 {
+				alg, h.Alg = 1, ES256
+			}
+		case mKid:
+			haveKid = true
+			h.Kid = string(sc.str)
+		case mTyp:
+			haveTyp, typ = true, 2
+			if typOK(sc.str) {
+				typ = 1
+				if string(sc.str) == Typ {
+					h.Typ = Typ
+				} else {
+					h.Typ = string(sc.str)
+				}
+			}
+		}
+	}
+	if tok, err := dec.ReadToken(); err != nil {
+		return fmt.Errorf("%w: header JSON: %v", ErrMalformed, err)
+	} else if tok.Kind() != '}' {
+		return fmt.Errorf("%w: header JSON: unexpected %v", ErrMalformed, tok.Kind())
+	}
+	if _, err := dec.ReadValue(); err != io.EOF {
+		return fmt.Errorf("%w: data after header JSON object", ErrMalformed)
+	}
+
+	switch {
+	case crit:
+		return ErrCrit
+	case semErr != nil:
+		return semErr
+	case !haveAlg:
+		return fmt.Errorf("%w: header member \"alg\" missing", ErrMalformed)
+	case !haveKid:
+		return fmt.Errorf("%w: header member \"kid\" missing", ErrMalformed)
+	case !haveTyp:
+		return fmt.Errorf("%w: header member \"typ\" missing", ErrMalformed)
+	case alg != 1:
+		return fmt.Errorf("%w: alg must be %q", ErrAlg, ES256)
+	case h.Kid == "":
+		return fmt.Errorf("%w: empty kid", ErrMalformed)
+	case typ != 1:
+		return fmt.Errorf("%w: typ must be %q", ErrTyp, Typ)
+	}
+	return nil
+}
+
+type member int
+
+const (
+	mOther member = iota
+	mAlg
+	mKid
+	mTyp
+	mCrit
+)
+
+var memberNames = [...]string{mOther: "", mAlg: "alg", mKid: "kid", mTyp: "typ", mCrit: "crit"}
+
+func memberOf(name []byte) member {
+	switch string(name) {
+	case "alg":
+		return mAlg
+	case "kid":
+		return mKid
+	case "typ":
+		return mTyp
+	case "crit":
+		return mCrit
+	}
+	return mOther
+}
+
+// typOK reports whether v is Typ, with or without "application/", under
+// ASCII case folding only.
+func typOK(v []byte) bool {
+	const app = "application/"
+	if len(v) == len(app)+len(Typ) && asciiEqualFold(v[:len(app)], app) {
+		v = v[len(app):]
+	}
+	return asciiEqualFold(v, Typ)
+}
+
+func asciiEqualFold(a []byte, b string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range len(a) {
+		x, y := a[i], b[i]
+		if 'A' <= x && x <= 'Z' {
+			x += 'a' - 'A'
+		}
+		if 'A' <= y && y <= 'Z' {
+			y += 'a' - 'A'
+		}
+		if x != y {
+			return false
+		}
+	}
+	return true
+}
+
+// p256N is the order of the P-256 base point, big-endian.
+var p256N = [32]byte{
+	0xff, 0xff, 0xff, 0xff, 0x00, 0x00, 0x00, 0x00,
+	0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
+	0xbc, 0xe6, 0xfa, 0xad, 0xa7, 0x17, 0x9e, 0x84,
+	0xf3, 0xb9, 0xca, 0xc2, 0xfc, 0x63, 0x25, 0x51,
+}
+
+// Verify checks the ES256 signature of t over its signing input with pub,
+// which must be a P-256 key (else ErrAlg). R and S are the two 32-octet
+// big-endian halves of the signature and must lie in [1, N-1].
+func (t *Token) Verify(pub *ecdsa.PublicKey) error {
+	if pub == nil || pub.Curve == nil || pub.Curve.Params() != elliptic.P256().Params() {
+		return fmt.Errorf("%w: verification key is not a P-256 key", ErrAlg)
+	}
+	if pub.X == nil || pub.Y == nil {
+		return fmt.Errorf("%w: invalid public key", ErrSignature)
+	}
+	if t == nil {
+		return fmt.Errorf("%w: nil token", ErrSignature)
+	}
+	r, s := t.sig[:32], t.sig[32:]
+	if !scalarInRange(r) || !scalarInRange(s) {
+		return fmt.Errorf("%w: r or s out of range", ErrSignature)
+	}
+	var buf [72]byte
+	der := appendDERSignature(buf[:0], r, s)
+	h := sha256.Sum256(t.signingInput)
+	if !ecdsa.VerifyASN1(pub, h[:], der) {
+		return ErrSignature
+	}
+	return nil
+}
+
+// scalarInRange reports whether the 32-octet big-endian v is in [1, N-1].
+func scalarInRange(v []byte) bool {
+	return !isZero(v) && bytes.Compare(v, p256N[:]) < 0
+}
+
+func isZero(v []byte) bool {
+	var acc byte
+	for _, b := range v {
+		acc |= b
+	}
+	return acc == 0
+}
+
+// appendDERSignature appends the DER encoding of ECDSA-Sig-Value
+// SEQUENCE { r INTEGER, s INTEGER } for the non-zero 32-octet big-endian r
+// and s: minimal INTEGERs (leading zero octets dropped, one 0x00 added
+// when the high bit is set), so each (r, s) has exactly one encoding. The
+// result is at most 72 octets, so all lengths take the short form.
+func appendDERSignature(dst, r, s []byte) []byte {
+	r, s = bytes.TrimLeft(r, "\x00"), bytes.TrimLeft(s, "\x00")
+	l := intLen(r) + intLen(s)
+	dst = append(dst, 0x30, byte(l))
+	dst = appendDERInt(dst, r)
+	return appendDERInt(dst, s)
+}
+
+func intLen(v []byte) int {
+	n := len(v)
+	if v[0]&0x80 != 0 {
+		n++
+	}
+	return 2 + n
+}
+
+func appendDERInt(dst, v []byte) []byte {
+	if v[0]&0x80 != 0 {
+		return append(append(dst, 0x02, byte(len(v)+1), 0x00), v...)
+	}
+	return append(append(dst, 0x02, byte(len(v))), v...)
+}

@@ -1,0 +1,162 @@
+package wire
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"sort"
+	"strconv"
+
+	"github.com/go-json-experiment/json/jsontext"
+)
+
+// MaxDepth bounds the nesting of decoded maps and arrays, in both formats.
+const MaxDepth = 32
+
+// DecodeJSON strictly decodes one JSON value: RFC 8259 syntax, valid UTF-8,
+// no duplicate object member names (compared exactly, case-sensitive), no
+// trailing data, nesting at most MaxDepth.
+func DecodeJSON(b []byte) (any, error) {
+	d := jsontext.NewDecoder(bytes.NewReader(b))
+	v, err := readJSON(d, 0)
+	if err != nil {
+		return nil, fmt.Errorf("%w: JSON: %v", ErrSyntax, err)
+	}
+	if _, err := d.ReadToken(); err != io.EOF {
+		return nil, fmt.Errorf("%w: JSON: trailing data after the value", ErrSyntax)
+	}
+	return v, nil
+}
+
+func readJSON(d *jsontext.Decoder, depth int) (any, error) {
+	if depth > MaxDepth {
+		return nil, errors.New("nested too deeply")
+	}
+	tok, err := d.ReadToken()
+	if err != nil {
+		return nil, err
+	}
+	switch tok.Kind() {
+	case '{':
+		m := map[string]any{}
+		for d.PeekKind() != '}' {
+			tok, err := d.ReadToken()
+			if err != nil {
+				return nil, err
+			}
+			name := tok.String() // before the next read voids tok
+			v, err := readJSON(d, depth+1)
+			if err != nil {
+				return nil, err
+			}
+			m[name] = v
+		}
+		if _, err := d.ReadToken(); err != nil {
+			return nil, err
+		}
+		return m, nil
+	case '[':
+		a := []any{}
+		for d.PeekKind() != ']' {
+			v, err := readJSON(d, depth+1)
+			if err != nil {
+				return nil, err
+			}
+			a = append(a, v)
+		}
+		if _, err := d.ReadToken(); err != nil {
+			return nil, err
+		}
+		return a, nil
+	case '"':
+		return tok.String(), nil
+	case '0':
+		return parseJSONNumber(tok.String()), nil
+	case 't':
+		return true, nil
+	case 'f':
+		return false, nil
+	case 'n':
+		return nil, nil
+	}
+	return nil, fmt.Errorf("unexpected token %v", tok.Kind())
+}
+
+// EncodeJSON writes a value tree as compact JSON. *Map keeps its order;
+// plain maps are written with sorted keys. Byte strings, tags and other
+// CBOR-only values cannot be written and are an error.
+func EncodeJSON(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	e := jsontext.NewEncoder(&buf)
+	if err := writeJSON(e, v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimRight(buf.Bytes(), "\n"), nil
+}
+
+func writeJSON(e *jsontext.Encoder, v any) error {
+	switch x := v.(type) {
+	case *Map:
+		if err := e.WriteToken(jsontext.BeginObject); err != nil {
+			return err
+		}
+		for i, k := range x.Keys {
+			if err := e.WriteToken(jsontext.String(k)); err != nil {
+				return err
+			}
+			if err := writeJSON(e, x.Vals[i]); err != nil {
+				return fmt.Errorf("%s: %w", k, err)
+			}
+		}
+		return e.WriteToken(jsontext.EndObject)
+	case map[string]any:
+		keys := make([]string, 0, len(x))
+		for k := range x {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		m := &Map{Keys: keys}
+		for _, k := range keys {
+			m.Vals = append(m.Vals, x[k])
+		}
+		return writeJSON(e, m)
+	case map[any]any:
+		m, ok := Members(x)
+		if !ok {
+			return errors.New("a map with non-text keys cannot be represented in JSON")
+		}
+		return writeJSON(e, m)
+	case []any:
+		if err := e.WriteToken(jsontext.BeginArray); err != nil {
+			return err
+		}
+		for _, y := range x {
+			if err := writeJSON(e, y); err != nil {
+				return err
+			}
+		}
+		return e.WriteToken(jsontext.EndArray)
+	case string:
+		return e.WriteToken(jsontext.String(x))
+	case uint64:
+		return e.WriteToken(jsontext.Uint(x))
+	case int64:
+		return e.WriteToken(jsontext.Int(x))
+	case int:
+		return e.WriteToken(jsontext.Int(int64(x)))
+	case Number:
+		return e.WriteValue(jsontext.Value(x))
+	case float64:
+		if math.IsNaN(x) || math.IsInf(x, 0) {
+			return errors.New("a non-finite number cannot be represented in JSON")
+		}
+		return e.WriteValue(jsontext.Value(strconv.FormatFloat(x, 'g', -1, 64)))
+	case bool:
+		return e.WriteToken(jsontext.Bool(x))
+	case nil:
+		return e.WriteToken(jsontext.Null)
+	}
+	return fmt.Errorf("a CBOR %s cannot be represented in JSON", TypeName(v))
+}

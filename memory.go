@@ -1,0 +1,89 @@
+package handoff
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// ReplayMemory remembers, for each (iss, hop) that passed steps 1-3, the
+// handoff digest of the first offer seen (draft "Freshness and Replay",
+// D5). A durable hop store implements it so that the memory survives a
+// restart.
+type ReplayMemory interface {
+	// Lookup returns the digest remembered for (iss, hop), if any.
+	Lookup(ctx context.Context, iss, hop string) (Digest, bool, error)
+	// Remember stores d for (iss, hop) unless the pair is already
+	// remembered, atomically: of two callers racing on one pair, exactly
+	// one stores. It returns the digest now remembered and whether this
+	// call stored it. keepUntil is the earliest time the pair may be
+	// forgotten (exp plus skew at least).
+	Remember(ctx context.Context, iss, hop string, d Digest, keepUntil time.Time) (Digest, bool, error)
+}
+
+// Memory is an in-process ReplayMemory. Entries are forgotten once their
+// keepUntil has passed, so its size is bounded by the offers of one
+// maximum lifetime.
+type Memory struct {
+	mu      sync.Mutex
+	now     func() time.Time
+	entries map[memKey]memEntry
+	inserts int
+}
+
+type memKey struct{ iss, hop string }
+
+type memEntry struct {
+	d     Digest
+	until time.Time
+}
+
+// NewMemory returns an empty in-process replay memory. now may be nil for
+// time.Now.
+func NewMemory(now func() time.Time) *Memory {
+	if now == nil {
+		now = time.Now
+	}
+	return &Memory{now: now, entries: map[memKey]memEntry{}}
+}
+
+// Lookup implements ReplayMemory.
+func (m *Memory) Lookup(_ context.Context, iss, hop string) (Digest, bool, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	e, ok := m.entries[memKey{iss, hop}]
+	return e.d, ok, nil
+}
+
+// Remember implements ReplayMemory.
+func (m *Memory) Remember(_ context.Context, iss, hop string, d Digest, keepUntil time.Time) (Digest, bool, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	k := memKey{iss, hop}
+	if e, ok := m.entries[k]; ok {
+		return e.d, false, nil
+	}
+	m.entries[k] = memEntry{d: d, until: keepUntil}
+	if m.inserts++; m.inserts >= 1024 && m.inserts >= len(m.entries)/2 {
+		m.sweep()
+	}
+	return d, true, nil
+}
+
+// sweep drops entries past their keepUntil; amortized over inserts.
+func (m *Memory) sweep() {
+	now := m.now()
+	for k, e := range m.entries {
+		if now.After(e.until) {
+			delete(m.entries, k)
+		}
+	}
+	m.inserts = 0
+}
+
+// Len returns the number of remembered pairs.
+func (m *Memory) Len() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.entries)
+}

@@ -1,0 +1,662 @@
+package handoff
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/base64"
+	"fmt"
+	"math"
+	"regexp"
+	"slices"
+
+	"github.com/quantumlearningmachines/handoff/internal/wire"
+)
+
+// Version is the element version this package implements.
+const Version = 1
+
+// Digest algorithms. Only SHA-256 is implemented (draft "Data Model").
+const AlgSHA256 = "sha-256"
+
+// Digest names octets by hash. It is closed: exactly alg and val.
+type Digest struct {
+	Alg string
+	Val []byte // the hash output, base64url on the wire
+}
+
+// DigestOf returns the SHA-256 Digest of b.
+func DigestOf(b []byte) Digest {
+	h := sha256.Sum256(b)
+	return Digest{Alg: AlgSHA256, Val: h[:]}
+}
+
+// Equal reports whether two digests have the same alg and val.
+func (d Digest) Equal(o Digest) bool { return d.Alg == o.Alg && bytes.Equal(d.Val, o.Val) }
+
+// Matches reports whether d is the SHA-256 digest of b. A digest whose alg
+// is not implemented never matches.
+func (d Digest) Matches(b []byte) bool {
+	if d.Alg != AlgSHA256 {
+		return false
+	}
+	h := sha256.Sum256(b)
+	return bytes.Equal(d.Val, h[:])
+}
+
+// String is the base64url val, for people.
+func (d Digest) String() string { return b64.EncodeToString(d.Val) }
+
+// Principal is the obo member: on whose behalf the root of the chain acted.
+type Principal struct {
+	Sub   string
+	Iss   string // optional
+	Extra map[string]any
+}
+
+// ContextRef names prior context by digest (draft "Context References").
+type ContextRef struct {
+	Kind  string
+	Dig   Digest
+	Loc   string // optional
+	Proof any    // optional; nil when absent
+	Extra map[string]any
+}
+
+// The reference kinds the draft defines; any other kind is an absolute URI.
+const (
+	KindDigest       = "digest"
+	KindSaltedDigest = "salted-digest"
+	KindSCITTReceipt = "scitt-receipt"
+	KindLearnlogHead = "learnlog-head"
+)
+
+// Offer is the payload of a signed offer (draft "Data Model", Offer).
+// Extra holds the members this version does not define; they are kept.
+type Offer struct {
+	Hop    string // base64url of at least 16 random octets
+	Dialog string
+	Task   string // optional
+	Iss    string
+	Aud    string
+	Iat    int64
+	Exp    int64
+	Obo    *Principal
+	Grant  *Digest
+	Prev   *Digest
+	Refs   []ContextRef
+	Extra  map[string]any
+}
+
+// State is a hop state carried by a status.
+type State string
+
+// The states a status carries.
+const (
+	StateAccepted  State = "accepted"
+	StateRejected  State = "rejected"
+	StateCompleted State = "completed"
+	StateFailed    State = "failed"
+	StateCanceled  State = "canceled"
+)
+
+// Terminal reports whether a state ends the hop's lifecycle.
+func (s State) Terminal() bool { return s != StateAccepted }
+
+// Status is the payload of a signed status (draft "Data Model", Status).
+type Status struct {
+	Offer  Digest
+	Iss    string
+	Aud    string
+	Iat    int64
+	State  State
+	Reason Reason // optional
+	Detail string // optional; for people only, never parsed
+	Refs   []ContextRef
+	Extra  map[string]any
+}
+
+// Limits bound what a receiver decodes (SPEC.md section 4, "Bounds"). The
+// Handoff and element sizes are checked before the octets are parsed; refs
+// and detail while the payload is decoded. Exceeding one is "policy".
+type Limits struct {
+	MaxHandoff int // octets of a whole Handoff; default 1 MiB
+	MaxElement int // octets of one signed element; default 64 KiB
+	MaxRefs    int // refs of one element; default 64
+	MaxDetail  int // octets of a status detail; default 4 KiB
+	MaxChain   int // elements of a chain (not counting the offer); default 16
+}
+
+// DefaultLimits are the bounds used where none are given.
+var DefaultLimits = Limits{MaxHandoff: 1 << 20, MaxElement: 64 << 10, MaxRefs: 64, MaxDetail: 4 << 10, MaxChain: 16}
+
+func (l Limits) withDefaults() Limits {
+	d := DefaultLimits
+	if l.MaxHandoff > 0 {
+		d.MaxHandoff = l.MaxHandoff
+	}
+	if l.MaxElement > 0 {
+		d.MaxElement = l.MaxElement
+	}
+	if l.MaxRefs > 0 {
+		d.MaxRefs = l.MaxRefs
+	}
+	if l.MaxDetail > 0 {
+		d.MaxDetail = l.MaxDetail
+	}
+	if l.MaxChain > 0 {
+		d.MaxChain = l.MaxChain
+	}
+	return d
+}
+
+var b64 = base64.RawURLEncoding.Strict()
+
+// decodeB64u decodes strict base64url: the B64u alphabet, no padding,
+// canonical trailing bits, not empty.
+func decodeB64u(s string) ([]byte, error) {
+	if s == "" {
+		return nil, fmt.Errorf("empty base64url")
+	}
+	b, err := b64.DecodeString(s)
+	if err != nil {
+		return nil, fmt.Errorf("not strict base64url without padding")
+	}
+	return b, nil
+}
+
+// ---- decoding: one definition over the value tree of internal/wire ----
+
+type members map[string]any
+
+func (m members) take(name string) (any, bool) {
+	v, ok := m[name]
+	if ok {
+		delete(m, name)
+	}
+	return v, ok
+}
+
+func (m members) text(name string, required bool) (string, error) {
+	v, ok := m.take(name)
+	if !ok {
+		if required {
+			return "", malformed(name, "missing")
+		}
+		return "", nil
+	}
+	s, ok := v.(string)
+	if !ok {
+		return "", malformed(name, "is %s, want text", wire.TypeName(v))
+	}
+	return s, nil
+}
+
+func (m members) time(name string) (int64, error) {
+	v, ok := m.take(name)
+	if !ok {
+		return 0, malformed(name, "missing")
+	}
+	u, ok := v.(uint64)
+	if !ok || u > math.MaxInt64 {
+		return 0, malformed(name, "is %s, want a non-negative integer", wire.TypeName(v))
+	}
+	return int64(u), nil
+}
+
+func (m members) header(typ string) error {
+	v, ok := m.take("v")
+	if !ok {
+		return malformed("v", "missing")
+	}
+	if u, ok := v.(uint64); !ok || u != Version {
+		return malformed("v", "must be the integer 1")
+	}
+	t, err := m.text("type", true)
+	if err != nil {
+		return err
+	}
+	if t != typ {
+		return malformed("type", "is %q, want %q", t, typ)
+	}
+	return nil
+}
+
+func (m members) digest(name string) (*Digest, error) {
+	v, ok := m.take(name)
+	if !ok {
+		return nil, nil
+	}
+	d, err := decodeDigest(v)
+	if err != nil {
+		return nil, prefixMember(name, err)
+	}
+	return &d, nil
+}
+
+func (m members) extra() map[string]any {
+	if len(m) == 0 {
+		return nil
+	}
+	return map[string]any(m)
+}
+
+func asMembers(v any, what string) (members, error) {
+	m, ok := wire.Members(v)
+	if !ok {
+		return nil, malformed("", "%s is %s, want a map with text keys", what, wire.TypeName(v))
+	}
+	return members(m), nil
+}
+
+func decodeDigest(v any) (Digest, error) {
+	m, err := asMembers(v, "Digest")
+	if err != nil {
+		return Digest{}, err
+	}
+	alg, err := m.text("alg", true)
+	if err != nil {
+		return Digest{}, err
+	}
+	val, err := m.text("val", true)
+	if err != nil {
+		return Digest{}, err
+	}
+	for k := range m {
+		return Digest{}, malformed(k, "not allowed: Digest is closed")
+	}
+	b, err := decodeB64u(val)
+	if err != nil {
+		return Digest{}, malformed("val", "%v", err)
+	}
+	if alg == AlgSHA256 && len(b) != sha256.Size {
+		return Digest{}, malformed("val", "is %d octets, sha-256 is 32", len(b))
+	}
+	return Digest{Alg: alg, Val: b}, nil
+}
+
+func decodePrincipal(v any) (*Principal, error) {
+	m, err := asMembers(v, "Principal")
+	if err != nil {
+		return nil, err
+	}
+	p := &Principal{}
+	if p.Sub, err = m.text("sub", true); err != nil {
+		return nil, err
+	}
+	if p.Iss, err = m.text("iss", false); err != nil {
+		return nil, err
+	}
+	p.Extra = m.extra()
+	return p, nil
+}
+
+var uriScheme = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9+.-]*:[^\x00-\x20"<>\\^{|}#` + "`" + `\x7f]*$`)
+
+// IsAbsoluteURI reports whether s is an RFC 3986 absolute-URI (a scheme,
+// no fragment), as a ContextRef kind that the draft does not list must be.
+func IsAbsoluteURI(s string) bool { return uriScheme.MatchString(s) }
+
+func knownKind(k string) bool {
+	switch k {
+	case KindDigest, KindSaltedDigest, KindSCITTReceipt, KindLearnlogHead:
+		return true
+	}
+	return false
+}
+
+func (m members) refs(lim Limits) ([]ContextRef, error) {
+	v, ok := m.take("refs")
+	if !ok {
+		return nil, nil
+	}
+	a, ok := v.([]any)
+	if !ok {
+		return nil, malformed("refs", "is %s, want an array", wire.TypeName(v))
+	}
+	if len(a) == 0 {
+		return nil, malformed("refs", "empty array")
+	}
+	if len(a) > lim.MaxRefs {
+		return nil, overBound("refs", "%d refs exceed the limit of %d", len(a), lim.MaxRefs)
+	}
+	out := make([]ContextRef, len(a))
+	for i, x := range a {
+		r, err := decodeRef(x)
+		if err != nil {
+			return nil, prefixMember(fmt.Sprintf("refs[%d]", i), err)
+		}
+		out[i] = r
+	}
+	return out, nil
+}
+
+func decodeRef(v any) (ContextRef, error) {
+	var r ContextRef
+	m, err := asMembers(v, "ContextRef")
+	if err != nil {
+		return r, err
+	}
+	if r.Kind, err = m.text("kind", true); err != nil {
+		return r, err
+	}
+	if !knownKind(r.Kind) && !IsAbsoluteURI(r.Kind) {
+		return r, malformed("kind", "%q is neither a listed kind nor an absolute URI", r.Kind)
+	}
+	dv, ok := m.take("dig")
+	if !ok {
+		return r, malformed("dig", "missing")
+	}
+	if r.Dig, err = decodeDigest(dv); err != nil {
+		return r, prefixMember("dig", err)
+	}
+	if r.Loc, err = m.text("loc", false); err != nil {
+		return r, err
+	}
+	r.Proof, _ = m.take("proof")
+	r.Extra = m.extra()
+	return r, nil
+}
+
+func decodeOffer(v any, lim Limits) (*Offer, error) {
+	m, err := asMembers(v, "the payload")
+	if err != nil {
+		return nil, err
+	}
+	if err := m.header("offer"); err != nil {
+		return nil, err
+	}
+	o := &Offer{}
+	if o.Hop, err = m.text("hop", true); err != nil {
+		return nil, err
+	}
+	if hb, err := decodeB64u(o.Hop); err != nil {
+		return nil, malformed("hop", "%v", err)
+	} else if len(hb) < 16 {
+		return nil, malformed("hop", "is %d octets, at least 16 required", len(hb))
+	}
+	if o.Dialog, err = m.text("dialog", true); err != nil {
+		return nil, err
+	}
+	if o.Task, err = m.text("task", false); err != nil {
+		return nil, err
+	}
+	if o.Iss, err = m.text("iss", true); err != nil {
+		return nil, err
+	}
+	if o.Aud, err = m.text("aud", true); err != nil {
+		return nil, err
+	}
+	if o.Iat, err = m.time("iat"); err != nil {
+		return nil, err
+	}
+	if o.Exp, err = m.time("exp"); err != nil {
+		return nil, err
+	}
+	if pv, ok := m.take("obo"); ok {
+		if o.Obo, err = decodePrincipal(pv); err != nil {
+			return nil, prefixMember("obo", err)
+		}
+	}
+	if o.Grant, err = m.digest("grant"); err != nil {
+		return nil, err
+	}
+	if o.Prev, err = m.digest("prev"); err != nil {
+		return nil, err
+	}
+	if o.Refs, err = m.refs(lim); err != nil {
+		return nil, err
+	}
+	o.Extra = m.extra()
+	return o, nil
+}
+
+func validState(s State) bool {
+	switch s {
+	case StateAccepted, StateRejected, StateCompleted, StateFailed, StateCanceled:
+		return true
+	}
+	return false
+}
+
+func decodeStatus(v any, lim Limits) (*Status, error) {
+	m, err := asMembers(v, "the payload")
+	if err != nil {
+		return nil, err
+	}
+	if err := m.header("status"); err != nil {
+		return nil, err
+	}
+	s := &Status{}
+	ov, ok := m.take("offer")
+	if !ok {
+		return nil, malformed("offer", "missing")
+	}
+	if s.Offer, err = decodeDigest(ov); err != nil {
+		return nil, prefixMember("offer", err)
+	}
+	if s.Iss, err = m.text("iss", true); err != nil {
+		return nil, err
+	}
+	if s.Aud, err = m.text("aud", true); err != nil {
+		return nil, err
+	}
+	if s.Iat, err = m.time("iat"); err != nil {
+		return nil, err
+	}
+	st, err := m.text("state", true)
+	if err != nil {
+		return nil, err
+	}
+	if s.State = State(st); !validState(s.State) {
+		return nil, malformed("state", "%q is not a state", st)
+	}
+	r, err := m.text("reason", false)
+	if err != nil {
+		return nil, err
+	}
+	s.Reason = Reason(r)
+	if s.Detail, err = m.text("detail", false); err != nil {
+		return nil, err
+	}
+	if len(s.Detail) > lim.MaxDetail {
+		return nil, overBound("detail", "%d octets exceed the limit of %d", len(s.Detail), lim.MaxDetail)
+	}
+	if s.Refs, err = m.refs(lim); err != nil {
+		return nil, err
+	}
+	s.Extra = m.extra()
+	return s, nil
+}
+
+// ---- encoding: the same definition, to an ordered tree ----
+
+func (d Digest) tree() *wire.Map {
+	return &wire.Map{Keys: []string{"alg", "val"}, Vals: []any{d.Alg, b64.EncodeToString(d.Val)}}
+}
+
+func addExtra(m *wire.Map, extra map[string]any) error {
+	if len(extra) == 0 {
+		return nil
+	}
+	keys := make([]string, 0, len(extra))
+	for k := range extra {
+		for _, known := range m.Keys {
+			if k == known {
+				return fmt.Errorf("extra member %q is a defined member", k)
+			}
+		}
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		m.Add(k, extra[k])
+	}
+	return nil
+}
+
+func refsTree(refs []ContextRef) ([]any, error) {
+	out := make([]any, len(refs))
+	for i, r := range refs {
+		m := &wire.Map{}
+		m.Add("kind", r.Kind)
+		m.Add("dig", r.Dig.tree())
+		if r.Loc != "" {
+			m.Add("loc", r.Loc)
+		}
+		if r.Proof != nil {
+			m.Add("proof", r.Proof)
+		}
+		if err := addExtra(m, r.Extra); err != nil {
+			return nil, fmt.Errorf("refs[%d]: %w", i, err)
+		}
+		out[i] = m
+	}
+	return out, nil
+}
+
+func (o *Offer) tree() (*wire.Map, error) {
+	m := &wire.Map{}
+	m.Add("v", uint64(Version))
+	m.Add("type", "offer")
+	m.Add("hop", o.Hop)
+	m.Add("dialog", o.Dialog)
+	if o.Task != "" {
+		m.Add("task", o.Task)
+	}
+	m.Add("iss", o.Iss)
+	m.Add("aud", o.Aud)
+	m.Add("iat", uint64(o.Iat))
+	m.Add("exp", uint64(o.Exp))
+	if o.Obo != nil {
+		p := &wire.Map{}
+		p.Add("sub", o.Obo.Sub)
+		if o.Obo.Iss != "" {
+			p.Add("iss", o.Obo.Iss)
+		}
+		if err := addExtra(p, o.Obo.Extra); err != nil {
+			return nil, fmt.Errorf("obo: %w", err)
+		}
+		m.Add("obo", p)
+	}
+	if o.Grant != nil {
+		m.Add("grant", o.Grant.tree())
+	}
+	if o.Prev != nil {
+		m.Add("prev", o.Prev.tree())
+	}
+	if len(o.Refs) > 0 {
+		r, err := refsTree(o.Refs)
+		if err != nil {
+			return nil, err
+		}
+		m.Add("refs", r)
+	}
+	return m, addExtra(m, o.Extra)
+}
+
+func (s *Status) tree() (*wire.Map, error) {
+	m := &wire.Map{}
+	m.Add("v", uint64(Version))
+	m.Add("type", "status")
+	m.Add("offer", s.Offer.tree())
+	m.Add("iss", s.Iss)
+	m.Add("aud", s.Aud)
+	m.Add("iat", uint64(s.Iat))
+	m.Add("state", string(s.State))
+	if s.Reason != "" {
+		m.Add("reason", string(s.Reason))
+	}
+	if s.Detail != "" {
+		m.Add("detail", s.Detail)
+	}
+	if len(s.Refs) > 0 {
+		r, err := refsTree(s.Refs)
+		if err != nil {
+			return nil, err
+		}
+		m.Add("refs", r)
+	}
+	return m, addExtra(m, s.Extra)
+}
+
+// Encoding names a wire encoding of payloads and Handoffs.
+type Encoding int
+
+// The two encodings. A JWS carries a JSON payload; a COSE_Sign1 a CBOR one.
+const (
+	JSON Encoding = iota
+	CBOR
+)
+
+func (e Encoding) String() string {
+	if e == CBOR {
+		return "CBOR"
+	}
+	return "JSON"
+}
+
+func encodeTree(t *wire.Map, enc Encoding) ([]byte, error) {
+	if enc == CBOR {
+		return wire.EncodeCBOR(t)
+	}
+	return wire.EncodeJSON(t)
+}
+
+func decodeTree(b []byte, enc Encoding) (any, error) {
+	if enc == CBOR {
+		return wire.DecodeCBOR(b)
+	}
+	return wire.DecodeJSON(b)
+}
+
+// Encode writes the offer payload in the given encoding. It checks the
+// values the data model constrains, so that what it writes decodes again.
+func (o *Offer) Encode(enc Encoding) ([]byte, error) {
+	t, err := o.tree()
+	if err != nil {
+		return nil, err
+	}
+	b, err := encodeTree(t, enc)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := DecodeOffer(b, enc); err != nil {
+		return nil, fmt.Errorf("handoff: offer does not fit the data model: %w", err)
+	}
+	return b, nil
+}
+
+// Encode writes the status payload in the given encoding.
+func (s *Status) Encode(enc Encoding) ([]byte, error) {
+	t, err := s.tree()
+	if err != nil {
+		return nil, err
+	}
+	b, err := encodeTree(t, enc)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := DecodeStatus(b, enc); err != nil {
+		return nil, fmt.Errorf("handoff: status does not fit the data model: %w", err)
+	}
+	return b, nil
+}
+
+// DecodeOffer strictly decodes an offer payload (not a signed offer: see
+// Receiver.Receive). Unknown members are kept in Extra.
+func DecodeOffer(payload []byte, enc Encoding) (*Offer, error) {
+	v, err := decodeTree(payload, enc)
+	if err != nil {
+		return nil, malformed("", "%v", err)
+	}
+	return decodeOffer(v, DefaultLimits)
+}
+
+// DecodeStatus strictly decodes a status payload.
+func DecodeStatus(payload []byte, enc Encoding) (*Status, error) {
+	v, err := decodeTree(payload, enc)
+	if err != nil {
+		return nil, malformed("", "%v", err)
+	}
+	return decodeStatus(v, DefaultLimits)
+}

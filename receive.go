@@ -1,0 +1,274 @@
+package handoff
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/quantumlearningmachines/handoff/trust"
+)
+
+// Outcome is what became of a received offer.
+type Outcome string
+
+// The outcomes of Receive.
+const (
+	// Accepted: every check passed; the delegate may take the work and
+	// send "accepted".
+	Accepted Outcome = "accepted"
+	// Rejected: a check failed; Result.Reason is the status reason.
+	Rejected Outcome = "rejected"
+	// Retransmission: the same offer octets for a remembered (iss, hop);
+	// never processed again (draft "Asking Again").
+	Retransmission Outcome = "retransmission"
+	// Equivocation: a different offer for a remembered (iss, hop); it is
+	// not accepted and gets no status (draft "Forks, Concurrency, and
+	// Equivocation").
+	Equivocation Outcome = "equivocation"
+)
+
+// ChainQuality says what the receiver learned about the path back to the
+// origin (D7).
+type ChainQuality string
+
+// The chain qualities.
+const (
+	ChainAbsent       ChainQuality = "absent"
+	ChainFull         ChainQuality = "full"
+	ChainPartial      ChainQuality = "partial"
+	ChainUnverifiable ChainQuality = "unverifiable"
+	ChainUnchecked    ChainQuality = "unchecked"
+)
+
+// RefCheck is the step 7 hook: it checks the offer's references that local
+// policy requires and returns an error wrapping ErrRefMismatch or
+// ErrUnverifiableRef (or any other error, reported as unverifiable-ref)
+// when one fails. It is called only for an offer that passed steps 1-6.
+type RefCheck func(ctx context.Context, o *Offer) error
+
+// Options configure a Receiver. Zero values take the defaults of D4.
+type Options struct {
+	Me               string        // this receiver's AgentId (step 2)
+	Keys             KeySource     // the trust configuration (step 1)
+	Skew             time.Duration // clock skew allowed; default 60 s
+	MaxLifetime      time.Duration // max exp - iat; default 300 s
+	Limits           Limits        // size bounds; MaxChain is the chain limit (default 16)
+	RequireFullChain bool          // step 6 policy (D7)
+	Memory           ReplayMemory  // (iss, hop) memory; default an in-process Memory
+	Now              func() time.Time
+	CheckRefs        RefCheck // step 7; nil checks no reference
+}
+
+// Receiver runs the delegate's receiving checks (draft "Receiving an
+// Offer", steps 1-7, with "Checking a Chain" and "Freshness and Replay").
+// It is safe for concurrent use.
+type Receiver struct {
+	o Options
+}
+
+// NewReceiver validates the options and returns a Receiver.
+func NewReceiver(o Options) (*Receiver, error) {
+	if o.Me == "" {
+		return nil, errors.New("handoff: receiver needs its own AgentId (Options.Me)")
+	}
+	if o.Keys == nil {
+		return nil, errors.New("handoff: receiver needs a trust configuration (Options.Keys)")
+	}
+	if o.Skew < 0 || o.MaxLifetime < 0 {
+		return nil, errors.New("handoff: skew and max lifetime must not be negative")
+	}
+	if o.Skew == 0 {
+		o.Skew = 60 * time.Second
+	}
+	if o.MaxLifetime == 0 {
+		o.MaxLifetime = 300 * time.Second
+	}
+	o.Limits = o.Limits.withDefaults()
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Memory == nil {
+		o.Memory = NewMemory(o.Now)
+	}
+	return &Receiver{o: o}, nil
+}
+
+// Result is the verdict on one received Handoff.
+type Result struct {
+	Outcome Outcome
+	Reason  Reason      // for Rejected; ReasonEquivocation for Equivocation
+	Err     *CheckError // the failed check, for Rejected and Equivocation
+
+	Handoff     *Handoff // as decoded; nil if it could not be
+	OfferDigest *Digest  // handoff digest of the offer, when its octets are known
+	Offer       *Offer   // the offer's payload, once it passed step 1 (verified)
+	Key         *trust.Key
+
+	// Remembered is the digest first remembered for (iss, hop), for
+	// Retransmission and Equivocation.
+	Remembered *Digest
+
+	Chain        []ChainElement // the checked chain, oldest first, once step 6 ran to the end
+	ChainQuality ChainQuality
+}
+
+// ChainElement is one checked chain element: its decoded payload, and the
+// key that verified it, or nil when no trusted key was found (unverifiable).
+type ChainElement struct {
+	Element Element
+	Offer   *Offer
+	Key     *trust.Key
+}
+
+// Receive runs the checks on a Handoff as received (JSON or CBOR), with the
+// dialog identifier the host protocol message carries ("" when it carries
+// none). The Result is always returned; err is its *CheckError when the
+// outcome is Rejected or Equivocation, or an error of the replay memory
+// (then the Result is nil and nothing was decided).
+func (r *Receiver) Receive(ctx context.Context, b []byte, dialog string) (*Result, error) {
+	res := &Result{ChainQuality: ChainUnchecked}
+	now := r.o.Now()
+	lim := r.o.Limits
+
+	reject := func(reason Reason, step, index int, member string, err error) (*Result, error) {
+		ce := &CheckError{Reason: reason, Step: step, Index: index, Member: member, Err: err}
+		if res.Offer != nil {
+			ce.Hop = res.Offer.Hop
+		}
+		res.Outcome, res.Reason, res.Err = Rejected, reason, ce
+		return res, ce
+	}
+	fromMember := func(step, index int, err error) (*Result, error) {
+		var me *memberError
+		if errors.As(err, &me) {
+			return reject(me.reason, step, index, me.member, me.err)
+		}
+		return reject(ReasonBadSignature, step, index, "", err)
+	}
+
+	// Step 1: the Handoff, then the offer's signed form (D1 (a), D3).
+	h, err := ParseHandoff(b, lim)
+	res.Handoff = h
+	if h != nil && h.Offer.Form != FormInvalid && h.Offer.Octets != nil {
+		d := h.Offer.Digest()
+		res.OfferDigest = &d
+	}
+	if err != nil {
+		return fromMember(1, OfferIndex, err)
+	}
+	if h.Chain == nil {
+		res.ChainQuality = ChainAbsent
+	}
+	p, err := parseElement(h.Offer, "offer", lim)
+	if err != nil {
+		return fromMember(1, OfferIndex, err)
+	}
+	o := p.offer
+	// D1 (b), (c): a key bound to iss, then the signature.
+	key, err := p.verifyWith(r.o.Keys, o.Iss)
+	if err != nil {
+		if errors.Is(err, errNoKey) {
+			return reject(ReasonUntrustedKey, 1, OfferIndex, "iss", err)
+		}
+		return reject(ReasonBadSignature, 1, OfferIndex, "", err)
+	}
+	res.Offer, res.Key = o, key
+
+	// Step 2: audience.
+	if o.Aud != r.o.Me {
+		return reject(ReasonWrongAudience, 2, OfferIndex, "aud", fmt.Errorf("offer is for %q, this receiver is %q", o.Aud, r.o.Me))
+	}
+
+	// A remembered (iss, hop) skips step 3 (draft step 3, D4) and is a
+	// retransmission or equivocation (step 4, D5).
+	digest := *res.OfferDigest
+	if first, ok, err := r.o.Memory.Lookup(ctx, o.Iss, o.Hop); err != nil {
+		return nil, fmt.Errorf("handoff: replay memory: %w", err)
+	} else if ok {
+		return r.seen(res, first, digest)
+	}
+
+	// Step 3: freshness (D4).
+	if err := r.fresh(o, now); err != nil {
+		return reject(ReasonStale, 3, OfferIndex, err.member, err)
+	}
+
+	// Step 4: remember the pair (D5), atomically.
+	keep := time.Unix(o.Exp, 0).Add(r.o.Skew)
+	first, stored, err := r.o.Memory.Remember(ctx, o.Iss, o.Hop, digest, keep)
+	if err != nil {
+		return nil, fmt.Errorf("handoff: replay memory: %w", err)
+	}
+	if !stored {
+		return r.seen(res, first, digest)
+	}
+
+	// Step 5: dialog.
+	if dialog != "" && o.Dialog != dialog {
+		return reject(ReasonPolicy, 5, OfferIndex, "dialog", fmt.Errorf("offer is for dialog %q, the host message is in %q", o.Dialog, dialog))
+	}
+
+	// Step 6: the chain (draft "Checking a Chain", D6-D8).
+	if h.Chain != nil {
+		chain, q, ce := r.checkChain(h, o)
+		if ce != nil {
+			return reject(ce.Reason, 6, ce.Index, ce.Member, ce.Err)
+		}
+		res.Chain, res.ChainQuality = chain, q
+	} else if o.Prev != nil && r.o.RequireFullChain {
+		return reject(ReasonPolicy, 6, OfferIndex, "chain", errors.New("a full chain is required and none was carried"))
+	}
+	if r.o.RequireFullChain && o.Prev != nil && res.ChainQuality != ChainFull {
+		return reject(ReasonPolicy, 6, OfferIndex, "chain", fmt.Errorf("a full chain is required, the chain is %s", res.ChainQuality))
+	}
+
+	// Step 7: references that local policy requires.
+	if r.o.CheckRefs != nil {
+		if err := r.o.CheckRefs(ctx, o); err != nil {
+			reason := ReasonUnverifiableRef
+			if errors.Is(err, ErrRefMismatch) {
+				reason = ReasonRefMismatch
+			}
+			return reject(reason, 7, OfferIndex, "refs", err)
+		}
+	}
+	res.Outcome = Accepted
+	return res, nil
+}
+
+// seen classifies an offer whose (iss, hop) is remembered (D5).
+func (r *Receiver) seen(res *Result, first, digest Digest) (*Result, error) {
+	res.Remembered = &first
+	if first.Equal(digest) {
+		res.Outcome = Retransmission
+		return res, nil
+	}
+	ce := &CheckError{Reason: ReasonEquivocation, Step: 4, Hop: res.Offer.Hop, Index: OfferIndex, Member: "hop",
+		Err: fmt.Errorf("(iss %q, hop %s) was first seen with offer %s, this is offer %s", res.Offer.Iss, res.Offer.Hop, first, digest)}
+	res.Outcome, res.Reason, res.Err = Equivocation, ReasonEquivocation, ce
+	return res, ce
+}
+
+type freshErr struct {
+	member string
+	msg    string
+}
+
+func (e *freshErr) Error() string { return e.msg }
+
+// fresh is step 3 (D4).
+func (r *Receiver) fresh(o *Offer, now time.Time) *freshErr {
+	n := now.Unix()
+	switch {
+	case o.Exp <= o.Iat:
+		return &freshErr{"exp", fmt.Sprintf("exp %d is not later than iat %d", o.Exp, o.Iat)}
+	case o.Iat > n+int64(r.o.Skew/time.Second):
+		return &freshErr{"iat", fmt.Sprintf("iat %d is later than now %d plus skew %v", o.Iat, n, r.o.Skew)}
+	case o.Exp <= n:
+		return &freshErr{"exp", fmt.Sprintf("expired: exp %d is not later than now %d", o.Exp, n)}
+	case o.Exp-o.Iat > int64(r.o.MaxLifetime/time.Second):
+		return &freshErr{"exp", fmt.Sprintf("lifetime %d s exceeds the maximum of %v", o.Exp-o.Iat, r.o.MaxLifetime)}
+	}
+	return nil
+}

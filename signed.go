@@ -1,0 +1,267 @@
+package handoff
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/quantumlearningmachines/handoff/internal/cose"
+	"github.com/quantumlearningmachines/handoff/internal/jws"
+	"github.com/quantumlearningmachines/handoff/trust"
+)
+
+// Form is the signed form of an element (draft "Signing").
+type Form int
+
+const (
+	// FormJWS is a JWS Compact Serialization with a JSON payload.
+	FormJWS Form = iota
+	// FormCOSE is a tagged COSE_Sign1 with a CBOR payload.
+	FormCOSE
+	// FormInvalid marks carried text that is neither a JWS nor base64url;
+	// it never verifies.
+	FormInvalid
+)
+
+func (f Form) String() string {
+	switch f {
+	case FormJWS:
+		return "JWS"
+	case FormCOSE:
+		return "COSE"
+	}
+	return "invalid"
+}
+
+// Element is a signed handoff: an offer or a status in signed form, kept as
+// the exact octets received (draft "Handoff Digest"): the ASCII of a JWS, or
+// the encoded tagged COSE_Sign1. Forward Octets unchanged; never re-encode.
+type Element struct {
+	Form   Form
+	Octets []byte
+}
+
+// Digest is the handoff digest: SHA-256 over the octets exactly as sent.
+func (e Element) Digest() Digest { return DigestOf(e.Octets) }
+
+// Text is the element as JSON carries it: the JWS itself, or the COSE_Sign1
+// in base64url.
+func (e Element) Text() string {
+	if e.Form == FormCOSE {
+		return b64.EncodeToString(e.Octets)
+	}
+	return string(e.Octets)
+}
+
+// ParseElement reads a signed element as carried on its own (a status, say):
+// compact JWS text, base64url COSE text, or raw tagged COSE_Sign1 octets,
+// told apart by content. Leading and trailing ASCII white space around text
+// is ignored. It checks nothing else; see VerifyStatus and Receiver.
+func ParseElement(b []byte) Element {
+	if len(b) > 0 && b[0] == 0xd2 { // tag 18: raw COSE_Sign1
+		return Element{Form: FormCOSE, Octets: b}
+	}
+	return elementFromText(string(trimSpace(b)))
+}
+
+func trimSpace(b []byte) []byte {
+	for len(b) > 0 && isJSONSpace(b[0]) {
+		b = b[1:]
+	}
+	for len(b) > 0 && isJSONSpace(b[len(b)-1]) {
+		b = b[:len(b)-1]
+	}
+	return b
+}
+
+func isJSONSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
+
+// elementFromText classifies carried text (draft "Signing"): text with a
+// period is a JWS; text without one is a base64url COSE_Sign1.
+func elementFromText(s string) Element {
+	for i := 0; i < len(s); i++ {
+		if s[i] == '.' {
+			return Element{Form: FormJWS, Octets: []byte(s)}
+		}
+	}
+	if b, err := decodeB64u(s); err == nil {
+		return Element{Form: FormCOSE, Octets: b}
+	}
+	return Element{Form: FormInvalid, Octets: []byte(s)}
+}
+
+// parsed is a signed element whose structure and payload have been checked
+// (D1 (a)) but whose signature has not.
+type parsed struct {
+	kid    string
+	hasKid bool
+	alg    string
+	offer  *Offer
+	status *Status
+	verify func(*ecdsa.PublicKey) error
+}
+
+// parseElement runs D1 (a): the signed form, then the payload against the
+// data model, then v and type. Errors are *memberError (bad-signature, or
+// policy for an exceeded bound).
+func parseElement(e Element, typ string, lim Limits) (*parsed, error) {
+	if len(e.Octets) > lim.MaxElement {
+		return nil, overBound("", "signed element of %d octets exceeds the limit of %d", len(e.Octets), lim.MaxElement)
+	}
+	p := &parsed{alg: trust.ES256}
+	var payload []byte
+	var enc Encoding
+	switch e.Form {
+	case FormJWS:
+		t, err := jws.Parse(e.Octets)
+		if err != nil {
+			return nil, malformed("", "%v", err)
+		}
+		p.kid, p.hasKid, payload, enc = t.Header.Kid, true, t.Payload, JSON
+		p.verify = t.Verify
+	case FormCOSE:
+		m, err := cose.Parse(e.Octets)
+		if err != nil {
+			return nil, malformed("", "%v", err)
+		}
+		p.kid, p.hasKid, payload, enc = m.Kid, m.HasKid, m.Payload, CBOR
+		p.verify = m.Verify
+	default:
+		return nil, malformed("", "text is neither a compact JWS nor base64url")
+	}
+	v, err := decodeTree(payload, enc)
+	if err != nil {
+		return nil, malformed("", "payload: %v", err)
+	}
+	if typ == "offer" {
+		p.offer, err = decodeOffer(v, lim)
+	} else {
+		p.status, err = decodeStatus(v, lim)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// KeySource is the trust configuration as the checks see it: the keys bound
+// to an AgentId, narrowed by kid when one is given (D10). *trust.Config is
+// one.
+type KeySource interface {
+	Keys(iss, kid string) []trust.Key
+}
+
+var errNoKey = errors.New("no trusted key")
+
+// verifyWith runs D1 (b) and (c): find the keys bound to iss (and kid), then
+// verify. It returns the key that verified, errNoKey wrapped when no key is
+// bound, or a signature error.
+func (p *parsed) verifyWith(keys KeySource, iss string) (*trust.Key, error) {
+	kid := ""
+	if p.hasKid {
+		kid = p.kid
+	}
+	ks := keys.Keys(iss, kid)
+	if len(ks) == 0 {
+		if kid != "" {
+			return nil, fmt.Errorf("%w for %q with kid %q", errNoKey, iss, kid)
+		}
+		return nil, fmt.Errorf("%w for %q", errNoKey, iss)
+	}
+	var last error
+	for i := range ks {
+		k := &ks[i]
+		if k.Alg != p.alg { // D2: the key's one algorithm decides
+			last = fmt.Errorf("key %q is for %s, message uses %s", k.Kid, k.Alg, p.alg)
+			continue
+		}
+		if err := p.verify(k.Public); err != nil {
+			last = err
+			continue
+		}
+		return k, nil
+	}
+	return nil, last
+}
+
+// Signer signs offers and statuses with one P-256 key. Its kid is the key's
+// JWK thumbprint.
+type Signer struct {
+	key  *ecdsa.PrivateKey
+	kid  string
+	rand io.Reader
+}
+
+// NewSigner returns a Signer for a P-256 private key.
+func NewSigner(key *ecdsa.PrivateKey) (*Signer, error) {
+	if key == nil || key.Curve != elliptic.P256() {
+		return nil, errors.New("handoff: signing key must be P-256 (ES256)")
+	}
+	return &Signer{key: key, kid: trust.Thumbprint(&key.PublicKey), rand: rand.Reader}, nil
+}
+
+// Kid returns the key id written into signed elements.
+func (s *Signer) Kid() string { return s.kid }
+
+// Public returns the public key.
+func (s *Signer) Public() *ecdsa.PublicKey { return &s.key.PublicKey }
+
+func formEncoding(f Form) Encoding {
+	if f == FormCOSE {
+		return CBOR
+	}
+	return JSON
+}
+
+// sign signs an encoded payload in form f.
+func (s *Signer) sign(payload []byte, f Form) (Element, error) {
+	var out []byte
+	var err error
+	switch f {
+	case FormJWS:
+		out, err = jws.Sign(s.rand, s.key, s.kid, payload)
+	case FormCOSE:
+		out, err = cose.Sign(s.rand, s.key, s.kid, payload)
+	default:
+		return Element{}, fmt.Errorf("handoff: cannot sign in form %v", f)
+	}
+	if err != nil {
+		return Element{}, err
+	}
+	return Element{Form: f, Octets: out}, nil
+}
+
+// SignOffer signs an offer payload. The offer must fit the data model: a
+// hop of at least 16 octets (see NewHop), exp after iat, and so on. Sign a
+// hop once: a retransmission resends the octets already signed (draft
+// "Forks, Concurrency, and Equivocation").
+func (s *Signer) SignOffer(o *Offer, f Form) (Element, error) {
+	if o.Exp <= o.Iat {
+		return Element{}, errors.New("handoff: offer exp must be later than iat")
+	}
+	payload, err := o.Encode(formEncoding(f))
+	if err != nil {
+		return Element{}, err
+	}
+	return s.sign(payload, f)
+}
+
+// SignStatus signs a status payload.
+func (s *Signer) SignStatus(st *Status, f Form) (Element, error) {
+	payload, err := st.Encode(formEncoding(f))
+	if err != nil {
+		return Element{}, err
+	}
+	return s.sign(payload, f)
+}
+
+// NewHop returns a fresh hop identifier: 16 octets (128 bits) from
+// crypto/rand, base64url without padding.
+func NewHop() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go 1.24+)
+	return b64.EncodeToString(b[:])
+}

@@ -1,0 +1,116 @@
+package handoff
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/quantumlearningmachines/handoff/trust"
+)
+
+// StatusOptions configure VerifyStatus.
+type StatusOptions struct {
+	Keys   KeySource     // the trust configuration
+	Now    func() time.Time
+	Skew   time.Duration // default 60 s: a status issued later than now + skew is refused
+	Limits Limits
+}
+
+// VerifiedStatus is a status that passed every check of D9.
+type VerifiedStatus struct {
+	Status *Status
+	Key    *trust.Key
+}
+
+// VerifyStatus checks a signed status against the offer it answers (draft
+// "Forks, Concurrency, and Equivocation", D9): its signed form with type
+// "status", its signature with a key bound to status.iss, status.iss is
+// offer.aud (offer.iss for "canceled"), status.aud is the other party, and
+// status.offer is the offer's handoff digest. Statuses do not expire, but
+// one issued after now plus the skew is refused.
+//
+// The offer is the element the caller sent or received; its payload is
+// read but its signature is not checked here.
+func VerifyStatus(status, offer Element, o StatusOptions) (*VerifiedStatus, error) {
+	if o.Keys == nil {
+		return nil, errors.New("handoff: VerifyStatus needs a trust configuration")
+	}
+	if o.Skew == 0 {
+		o.Skew = 60 * time.Second
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	lim := o.Limits.withDefaults()
+	fail := func(reason Reason, member string, err error) (*VerifiedStatus, error) {
+		var me *memberError
+		if errors.As(err, &me) {
+			reason, member, err = me.reason, me.member, me.err
+		}
+		return nil, &CheckError{Reason: reason, Index: OfferIndex, Member: member, Err: err}
+	}
+	op, err := parseElement(offer, "offer", lim)
+	if err != nil {
+		return fail(ReasonBadSignature, "", fmt.Errorf("the answered offer: %w", err))
+	}
+	p, err := parseElement(status, "status", lim)
+	if err != nil {
+		return fail(ReasonBadSignature, "", err)
+	}
+	s := p.status
+	key, err := p.verifyWith(o.Keys, s.Iss)
+	if err != nil {
+		if errors.Is(err, errNoKey) {
+			return fail(ReasonUntrustedKey, "iss", err)
+		}
+		return fail(ReasonBadSignature, "", err)
+	}
+	off := op.offer
+	sender, receiver := off.Aud, off.Iss
+	if s.State == StateCanceled {
+		sender, receiver = off.Iss, off.Aud
+	}
+	if s.Iss != sender {
+		return fail(ReasonPolicy, "iss", fmt.Errorf("a %q status must come from %q, not %q", s.State, sender, s.Iss))
+	}
+	if s.Aud != receiver {
+		return fail(ReasonWrongAudience, "aud", fmt.Errorf("status is for %q, the other party is %q", s.Aud, receiver))
+	}
+	if !s.Offer.Matches(offer.Octets) {
+		return fail(ReasonPolicy, "offer", fmt.Errorf("status answers offer %s, not %s", s.Offer, offer.Digest()))
+	}
+	if now := o.Now().Unix(); s.Iat > now+int64(o.Skew/time.Second) {
+		return fail(ReasonStale, "iat", fmt.Errorf("iat %d is later than now %d plus skew", s.Iat, now))
+	}
+	return &VerifiedStatus{Status: s, Key: key}, nil
+}
+
+// UnsafeDecode returns the payload of a signed element without checking
+// its signature: for display (inspect) and for a delegator reading back its
+// own offer. Exactly one of the results is non-nil on success.
+func UnsafeDecode(e Element) (*Offer, *Status, error) {
+	if o, err := parseElement(e, "offer", DefaultLimits); err == nil {
+		return o.offer, nil, nil
+	}
+	p, err := parseElement(e, "status", DefaultLimits)
+	if err != nil {
+		return nil, nil, err
+	}
+	return nil, p.status, nil
+}
+
+// VerifyElement checks the signed form and signature of one element (offer
+// or status) against the keys bound to its iss, and returns the key that
+// verified it. It checks nothing else (no freshness, audience or links).
+func VerifyElement(e Element, keys KeySource) (*trust.Key, error) {
+	p, err := parseElement(e, "offer", DefaultLimits)
+	iss := ""
+	if err == nil {
+		iss = p.offer.Iss
+	} else if p, err = parseElement(e, "status", DefaultLimits); err == nil {
+		iss = p.status.Iss
+	} else {
+		return nil, err
+	}
+	return p.verifyWith(keys, iss)
+}
