@@ -10,7 +10,7 @@ import (
 
 // StatusOptions configure VerifyStatus.
 type StatusOptions struct {
-	Keys   KeySource     // the trust configuration
+	Keys   KeySource // the trust configuration
 	Now    func() time.Time
 	Skew   time.Duration // default 60 s: a status issued later than now + skew is refused
 	Limits Limits
