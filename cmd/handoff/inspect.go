@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"io"
-	"strings"
 	"time"
 
 	"github.com/quantumlearningmachines/handoff"
@@ -59,7 +58,7 @@ func inspectHandoff(w io.Writer, h *handoff.Handoff, enc string, keys *trust.Con
 	}
 	offers = append(offers, inspectElement(w, "offer", h.Offer, keys))
 	for k := range h.Extra {
-		fmt.Fprintf(w, "unknown Handoff member %q (kept)\n", k)
+		fmt.Fprintf(w, "unknown Handoff member %q (kept, not signed)\n\n", k)
 	}
 	drawChain(w, h, offers)
 	return nil
@@ -90,7 +89,11 @@ func inspectElement(w io.Writer, label string, el handoff.Element, keys *trust.C
 		row("iat", "%s", when(o.Iat))
 		row("exp", "%s  (lifetime %d s)", when(o.Exp), o.Exp-o.Iat)
 		if o.Obo != nil {
-			row("obo", "sub %q iss %q", o.Obo.Sub, o.Obo.Iss)
+			if o.Obo.Iss != "" {
+				row("obo", "sub %q in the namespace of %q", o.Obo.Sub, o.Obo.Iss)
+			} else {
+				row("obo", "sub %q", o.Obo.Sub)
+			}
 		}
 		if o.Grant != nil {
 			row("grant", "%s %s", o.Grant.Alg, o.Grant)
@@ -155,39 +158,43 @@ func keyLine(el handoff.Element, iss string, keys *trust.Config) string {
 	return fmt.Sprintf("verified with %s key %s bound to %s", k.Alg, k.Kid, iss)
 }
 
-// drawChain draws the chain oldest first: agents and arrows, with the hop
-// of each arrow and whether its prev link holds.
+// drawChain draws the chain oldest first: each agent, and between two
+// agents the offer that handed the work over, with its hop, form and
+// whether its prev link and continuity hold.
 func drawChain(w io.Writer, h *handoff.Handoff, offers []*handoff.Offer) {
 	fmt.Fprintln(w, "Chain, oldest first:")
+	fmt.Fprintln(w)
 	els := append(append([]handoff.Element{}, h.Chain...), h.Offer)
 	for i, o := range offers {
 		if o == nil {
-			fmt.Fprintf(w, "  ?  (element %d cannot be read)\n", i)
+			fmt.Fprintf(w, "      ?  element %d cannot be read\n", i)
 			continue
 		}
 		if i == 0 {
-			start := "(start)"
+			start := "(start of the chain)"
 			if o.Prev != nil {
 				start = "(partial: earlier offers not carried)"
 			}
-			fmt.Fprintf(w, "  %s %s\n", o.Iss, start)
+			fmt.Fprintf(w, "  %s  %s\n", o.Iss, start)
+		} else if offers[i-1] == nil || offers[i-1].Aud != o.Iss {
+			fmt.Fprintf(w, "  %s  (DISCONTINUOUS: the previous offer went elsewhere)\n", o.Iss)
 		}
-		link := "prev ok"
+		link := "starts the chain"
 		switch {
+		case i == 0 && o.Prev != nil:
+			link = "prev not carried"
 		case i == 0:
-			link = "first"
 		case o.Prev == nil:
 			link = "NO PREV"
 		case !o.Prev.Matches(els[i-1].Octets):
 			link = "PREV DOES NOT MATCH"
-		case offers[i-1] != nil && offers[i-1].Aud != o.Iss:
-			link = "DISCONTINUOUS: " + offers[i-1].Aud + " did not pass this on"
+		default:
+			link = "prev ok"
 		}
-		fmt.Fprintf(w, "   │  hop %s  %s  [%s]\n", short(o.Hop), time.Unix(o.Iat, 0).UTC().Format("15:04:05"), link)
-		fmt.Fprintf(w, "   └─▶ %s\n", o.Aud)
-		if i < len(offers)-1 && offers[i+1] != nil {
-			fmt.Fprintf(w, "  %s\n", strings.Repeat(" ", 0)+offers[i+1].Iss)
-		}
+		fmt.Fprintf(w, "      │ hop %s  %s  %s  %s\n", short(o.Hop), els[i].Form,
+			time.Unix(o.Iat, 0).UTC().Format("15:04:05"), link)
+		fmt.Fprintf(w, "      ▼\n")
+		fmt.Fprintf(w, "  %s\n", o.Aud)
 	}
 }
 
