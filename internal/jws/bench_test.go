@@ -6,14 +6,28 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"math/big"
+	"sync"
 	"testing"
+	"time"
 )
 
+var bench struct {
+	once sync.Once
+	tok  []byte
+	pub  *ecdsa.PublicKey
+	der  []byte
+}
+
 // benchToken returns a ~900-octet token, its public key and a DER
-// signature of the same signing input.
+// signature of the same signing input, the same for every benchmark.
 func benchToken(b *testing.B) (tok []byte, pub *ecdsa.PublicKey, der []byte) {
+	bench.once.Do(func() { bench.tok, bench.pub, bench.der = makeBenchToken(b) })
+	return bench.tok, bench.pub, bench.der
+}
+
+func makeBenchToken(b *testing.B) (tok []byte, pub *ecdsa.PublicKey, der []byte) {
 	key := testKey(b)
-	payload := []byte(`{"v":1,"type":"offer","hop":"q83vEjRWeJq83vEjRWeJqw","dialog":"ctx-7f3a9c2e-4b1d-4e8a-9f6b-2c5d8e1a3b7f","task":"task-0c9e8d7f-6a5b-4c3d-2e1f-0a9b8c7d6e5f","iss":"https://agents.example.com/planner","aud":"https://agents.example.net/executor","iat":1767225600,"exp":1767225900,"obo":{"sub":"user-1234","iss":"https://idp.example.com"},"grant":{"alg":"sha-256","val":"n4bQgYhMfWWaL-qgxVrQFaO_TxsrC4Is0V1sFbDwCgg"},"prev":{"alg":"sha-256","val":"LCa0a2j_xo_5m0U8HTBBNBNCLXBkg7-g-YpeiGJm564"},"refs":[{"kind":"digest","dig":{"alg":"sha-256","val":"47DEQpj8HBSa-_TImW-5JCeuQeRkm5NMpJWZG3hSuFU"},"loc":"https://store.example.com/ctx/1"}]}`)
+	payload := []byte(`{"v":1,"type":"offer","hop":"q83vEjRWeJq83vEjRWeJqw","dialog":"ctx-7f3a9c2e-4b1d-4e8a-9f6b-2c5d8e1a3b7f","iss":"https://agents.example.com/planner","aud":"https://agents.example.net/executor","iat":1767225600,"exp":1767225900,"obo":{"sub":"user-1234","iss":"https://idp.example.com"},"grant":{"alg":"sha-256","val":"n4bQgYhMfWWaL-qgxVrQFaO_TxsrC4Is0V1sFbDwCgg"},"prev":{"alg":"sha-256","val":"LCa0a2j_xo_5m0U8HTBBNBNCLXBkg7-g-YpeiGJm564"},"refs":[{"kind":"digest","dig":{"alg":"sha-256","val":"47DEQpj8HBSa-_TImW-5JCeuQeRkm5NMpJWZG3hSuFU"}}]}`)
 	tok, err := Sign(rand.Reader, key, testKid, payload)
 	if err != nil {
 		b.Fatal(err)
@@ -100,4 +114,51 @@ func BenchmarkVerifyRoute(b *testing.B) {
 			}
 		}
 	})
+}
+
+// BenchmarkJWSOverFloor runs the work of BenchmarkJWSVerify and of
+// BenchmarkFloorVerifyASN1 in alternating batches, so that drift in the
+// machine's speed hits both alike, and reports their ratio as x-floor.
+// ns/op covers one of each.
+func BenchmarkJWSOverFloor(b *testing.B) {
+	tok, pub, der := benchToken(b)
+	input := tok[:bytes.LastIndexByte(tok, '.')]
+	jwsBatch := func(n int) {
+		for range n {
+			tk, err := Parse(tok)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := tk.Verify(pub); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	floorBatch := func(n int) {
+		for range n {
+			h := sha256.Sum256(input)
+			if !ecdsa.VerifyASN1(pub, h[:], der) {
+				b.Fatal("verify failed")
+			}
+		}
+	}
+	const batch = 4
+	var tj, tf time.Duration
+	for i := 0; i < b.N; i += batch {
+		n := min(batch, b.N-i)
+		if i/batch%2 == 0 {
+			t0 := time.Now()
+			jwsBatch(n)
+			t1 := time.Now()
+			floorBatch(n)
+			tj, tf = tj+t1.Sub(t0), tf+time.Since(t1)
+		} else {
+			t0 := time.Now()
+			floorBatch(n)
+			t1 := time.Now()
+			jwsBatch(n)
+			tf, tj = tf+t1.Sub(t0), tj+time.Since(t1)
+		}
+	}
+	b.ReportMetric(float64(tj)/float64(tf), "x-floor")
 }

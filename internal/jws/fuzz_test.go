@@ -75,6 +75,10 @@ func FuzzParse(f *testing.F) {
 		if !bytes.Equal(re, in) {
 			t.Fatalf("re-serialized %q != input %q", re, in)
 		}
+		var viaJSON Header
+		if err := parseHeaderJSON(&viaJSON, hdr); err != nil || viaJSON != tk.Header {
+			t.Fatalf("JSON path gives %+v, %v; Parse gave %+v", viaJSON, err, tk.Header)
+		}
 		if tk.Header.Alg != ES256 || tk.Header.Kid == "" || !typOK([]byte(tk.Header.Typ)) {
 			t.Fatalf("accepted header %+v", tk.Header)
 		}
@@ -85,6 +89,29 @@ func FuzzParse(f *testing.F) {
 		}
 		if err := tk.Verify(&other.PublicKey); err == nil {
 			t.Fatal("verifies under an unrelated key")
+		}
+	})
+}
+
+// FuzzCanonicalHeader checks that the canonical-header shortcut accepts
+// only what the strict JSON path accepts, with the same result.
+func FuzzCanonicalHeader(f *testing.F) {
+	for _, kid := range []string{"k", testKid, "a b", `a\"b`, "é", "\x7f", "\x1f", ""} {
+		f.Add([]byte(canonPrefix + kid + canonSuffix))
+	}
+	f.Add([]byte(goodHeader("k") + " "))
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		kid, ok := canonicalKid(raw)
+		var h Header
+		err := parseHeaderJSON(&h, raw)
+		if !ok {
+			return
+		}
+		if err != nil {
+			t.Fatalf("shortcut accepted %q, JSON path: %v", raw, err)
+		}
+		if want := (Header{Alg: ES256, Kid: string(kid), Typ: Typ}); h != want {
+			t.Fatalf("JSON path %+v, shortcut %+v", h, want)
 		}
 	})
 }

@@ -1,15 +1,16 @@
-// Package jws implements the narrow JWS profile of the agent handoff draft
-// (draft-agent-handoff-01, "Signing"; project reading in SPEC.md section 2,
-// D1, D2, D3 and D10): the RFC 7515 compact serialization, ES256 only, with
-// a protected header of exactly the members alg, kid and typ.
+// Package jws implements the JWS profile of the agent handoff draft
+// (draft-agent-handoff-01, section "Signing"; the project's reading is
+// SPEC.md section 2 and rules D1, D2, D3, D10): the RFC 7515 compact
+// serialization with ES256 only, a protected header of exactly alg, kid
+// and typ "agent-handoff+jwt", no crit, and the 64-octet R||S signature.
 //
-// It is a small, strict format written directly over crypto/ecdsa and
-// crypto/sha256, not a general JOSE library. Parse accepts exactly one
-// octet string per token: strict base64url (no padding, canonical trailing
-// bits, no line breaks), a strictly parsed JSON header with no duplicate
-// or unknown members and no crit, and a 64-octet R||S signature. Sign
-// produces the canonical form: header {"alg":"ES256","kid":...,"typ":
-// "agent-handoff+jwt"} in that order.
+// It is a small strict format written directly over crypto/ecdsa and
+// crypto/sha256, not a general JOSE library. Parse rejects anything
+// outside the profile: base64url with padding, line breaks or
+// non-canonical trailing bits; a header that is not one JSON object or
+// that has duplicate, unknown or mistyped members; any alg but ES256; a
+// DER or otherwise mis-sized signature. Sign writes the canonical header
+// {"alg":"ES256","kid":<kid>,"typ":"agent-handoff+jwt"}.
 package jws
 
 import (
@@ -112,14 +113,6 @@ func Sign(rand io.Reader, key *ecdsa.PrivateKey, kid string, payload []byte) ([]
 	return b64.AppendEncode(out, sig[:]), nil
 }
 
-// b64Alphabet marks the base64url alphabet.
-var b64Alphabet = func() (t [256]bool) {
-	for _, c := range "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_" {
-		t[c] = true
-	}
-	return t
-}()
-
 // Parse checks the structure of a compact JWS; it uses no key. It requires
 // exactly three '.'-separated non-empty parts of strict base64url (no
 // padding, no characters outside the URL-safe alphabet, canonical trailing
@@ -129,34 +122,24 @@ var b64Alphabet = func() (t [256]bool) {
 // "application/agent-handoff+jwt", ASCII case-insensitively (RFC 7515
 // section 4.1.9); and a signature of exactly 64 octets (R||S).
 //
-// A crit member yields ErrCrit whatever else the (well-formed JSON) header
-// holds. A wrong alg yields ErrAlg, a wrong typ ErrTyp; everything else,
-// including a missing alg or typ, yields ErrMalformed.
+// After the split into parts, the header is checked first, then the
+// payload, then the signature. A crit member yields ErrCrit whatever else
+// the header (if well-formed JSON) holds. A wrong alg yields ErrAlg, a
+// wrong typ ErrTyp; everything else, including a missing alg or typ,
+// yields ErrMalformed.
 //
 // The returned Token's signing input aliases compact, which must not be
 // modified while the Token is in use.
 func Parse(compact []byte) (*Token, error) {
-	// One pass: alphabet check and the two separators.
-	d1, d2, dots := -1, -1, 0
-	for i, c := range compact {
-		if b64Alphabet[c] {
-			continue
-		}
-		if c != '.' {
-			if c == '=' {
-				return nil, fmt.Errorf("%w: base64url padding at offset %d", ErrMalformed, i)
-			}
-			return nil, fmt.Errorf("%w: character %q at offset %d outside base64url", ErrMalformed, c, i)
-		}
-		switch dots++; dots {
-		case 1:
-			d1 = i
-		case 2:
-			d2 = i
+	d1 := bytes.IndexByte(compact, '.')
+	d2 := -1
+	if d1 >= 0 {
+		if i := bytes.IndexByte(compact[d1+1:], '.'); i >= 0 {
+			d2 = d1 + 1 + i
 		}
 	}
-	if dots != 2 {
-		return nil, fmt.Errorf("%w: %d parts, want 3", ErrMalformed, dots+1)
+	if d2 < 0 || bytes.IndexByte(compact[d2+1:], '.') >= 0 {
+		return nil, fmt.Errorf("%w: %d parts, want 3", ErrMalformed, bytes.Count(compact, []byte{'.'})+1)
 	}
 	hPart, pPart, sPart := compact[:d1], compact[d1+1:d2], compact[d2+1:]
 	switch {
@@ -167,6 +150,14 @@ func Parse(compact []byte) (*Token, error) {
 	case len(sPart) == 0:
 		return nil, fmt.Errorf("%w: empty signature part", ErrMalformed)
 	}
+	// The strict decoder rejects every octet outside the alphabet except
+	// CR and LF, which it skips.
+	if i := bytes.IndexByte(compact, '\n'); i >= 0 {
+		return nil, fmt.Errorf("%w: line feed at offset %d", ErrMalformed, i)
+	}
+	if i := bytes.IndexByte(compact, '\r'); i >= 0 {
+		return nil, fmt.Errorf("%w: carriage return at offset %d", ErrMalformed, i)
+	}
 
 	t := new(Token)
 	if err := parseHeader(&t.Header, hPart); err != nil {
@@ -176,21 +167,93 @@ func Parse(compact []byte) (*Token, error) {
 	payload := make([]byte, b64.DecodedLen(len(pPart)))
 	n, err := b64.Decode(payload, pPart)
 	if err != nil {
-		return nil, fmt.Errorf("%w: payload: invalid base64url", ErrMalformed)
+		return nil, b64Error("payload", pPart)
 	}
 	t.Payload = payload[:n]
 
 	if len(sPart) != sigB64Len {
-		if len(sPart)%4 == 1 {
-			return nil, fmt.Errorf("%w: signature: invalid base64url", ErrMalformed)
+		if err := b64CharError("signature", sPart); err != nil || len(sPart)%4 == 1 {
+			return nil, b64Error("signature", sPart)
 		}
 		return nil, fmt.Errorf("%w: signature is %d octets, want %d", ErrMalformed, b64.DecodedLen(len(sPart)), sigLen)
 	}
 	if n, err := b64.Decode(t.sig[:], sPart); err != nil || n != sigLen {
-		return nil, fmt.Errorf("%w: signature: invalid base64url", ErrMalformed)
+		return nil, b64Error("signature", sPart)
 	}
 	t.signingInput = compact[:d2:d2]
 	return t, nil
+}
+
+// b64Error describes why part is not strict base64url.
+func b64Error(what string, part []byte) error {
+	if err := b64CharError(what, part); err != nil {
+		return err
+	}
+	if len(part)%4 == 1 {
+		return fmt.Errorf("%w: %s: impossible base64url length %d", ErrMalformed, what, len(part))
+	}
+	return fmt.Errorf("%w: %s: non-canonical base64url trailing bits", ErrMalformed, what)
+}
+
+// b64CharError reports the first octet of part outside the alphabet.
+func b64CharError(what string, part []byte) error {
+	for i, c := range part {
+		switch {
+		case 'A' <= c && c <= 'Z', 'a' <= c && c <= 'z', '0' <= c && c <= '9', c == '-', c == '_':
+		case c == '=':
+			return fmt.Errorf("%w: %s: base64url padding at offset %d", ErrMalformed, what, i)
+		default:
+			return fmt.Errorf("%w: %s: character %q at offset %d outside base64url", ErrMalformed, what, c, i)
+		}
+	}
+	return nil
+}
+
+// parseHeader decodes and checks the header part. The canonical form Sign
+// writes, with a kid of printable ASCII needing no escape, is recognized
+// directly; anything else goes through the strict JSON decoder.
+func parseHeader(h *Header, part []byte) error {
+	var stack [160]byte
+	var raw []byte
+	if n := b64.DecodedLen(len(part)); n <= len(stack) {
+		raw = stack[:n]
+	} else {
+		raw = make([]byte, n)
+	}
+	n, err := b64.Decode(raw, part)
+	if err != nil {
+		return b64Error("header", part)
+	}
+	raw = raw[:n]
+	if kid, ok := canonicalKid(raw); ok {
+		*h = Header{Alg: ES256, Kid: string(kid), Typ: Typ}
+		return nil
+	}
+	return parseHeaderJSON(h, raw)
+}
+
+const (
+	canonPrefix = `{"alg":"ES256","kid":"`
+	canonSuffix = `","typ":"agent-handoff+jwt"}`
+)
+
+// canonicalKid reports whether raw is exactly
+// {"alg":"ES256","kid":"<kid>","typ":"agent-handoff+jwt"} with a non-empty
+// kid of printable ASCII other than '"' and '\\', and returns kid. Such a
+// header is a string the strict JSON path accepts with the same result.
+func canonicalKid(raw []byte) ([]byte, bool) {
+	if len(raw) <= len(canonPrefix)+len(canonSuffix) ||
+		string(raw[:len(canonPrefix)]) != canonPrefix ||
+		string(raw[len(raw)-len(canonSuffix):]) != canonSuffix {
+		return nil, false
+	}
+	kid := raw[len(canonPrefix) : len(raw)-len(canonSuffix)]
+	for _, c := range kid {
+		if c < 0x20 || c > 0x7e || c == '"' || c == '\\' {
+			return nil, false
+		}
+	}
+	return kid, true
 }
 
 // headerScratch is the pooled state for parsing one header.
@@ -200,21 +263,21 @@ type headerScratch struct {
 	str []byte // unquoted string scratch
 }
 
-var (
-	headerPool = sync.Pool{New: func() any {
-		return &headerScratch{dec: jsontext.NewDecoder(emptyReader{})}
-	}}
-)
+var headerPool = sync.Pool{New: func() any {
+	return &headerScratch{dec: jsontext.NewDecoder(emptyReader{})}
+}}
 
 type emptyReader struct{}
 
 func (emptyReader) Read([]byte) (int, error) { return 0, io.EOF }
 
+// maxPooledHeader bounds the buffer a pooled headerScratch keeps.
 const maxPooledHeader = 4 << 10
 
-func parseHeader(h *Header, part []byte) error {
+// parseHeaderJSON checks raw, a decoded header, with the jsontext decoder.
+func parseHeaderJSON(h *Header, raw []byte) error {
 	sc := headerPool.Get().(*headerScratch)
-	err := sc.parse(h, part)
+	err := sc.parse(h, raw)
 	sc.dec.Reset(emptyReader{}) // drop the reference to sc.buf's contents
 	if sc.buf.Cap() <= maxPooledHeader {
 		headerPool.Put(sc)
@@ -222,13 +285,8 @@ func parseHeader(h *Header, part []byte) error {
 	return err
 }
 
-func (sc *headerScratch) parse(h *Header, part []byte) error {
+func (sc *headerScratch) parse(h *Header, raw []byte) error {
 	sc.buf.Reset()
-	sc.buf.Grow(b64.DecodedLen(len(part)))
-	raw, err := b64.AppendDecode(sc.buf.AvailableBuffer(), part)
-	if err != nil {
-		return fmt.Errorf("%w: header: invalid base64url", ErrMalformed)
-	}
 	sc.buf.Write(raw)
 	dec := sc.dec
 	dec.Reset(&sc.buf) // defaults: duplicate names and invalid UTF-8 rejected
@@ -443,13 +501,14 @@ func isZero(v []byte) bool {
 // result is at most 72 octets, so all lengths take the short form.
 func appendDERSignature(dst, r, s []byte) []byte {
 	r, s = bytes.TrimLeft(r, "\x00"), bytes.TrimLeft(s, "\x00")
-	l := intLen(r) + intLen(s)
+	l := derIntLen(r) + derIntLen(s)
 	dst = append(dst, 0x30, byte(l))
 	dst = appendDERInt(dst, r)
 	return appendDERInt(dst, s)
 }
 
-func intLen(v []byte) int {
+// derIntLen is the encoded length of the INTEGER appendDERInt writes.
+func derIntLen(v []byte) int {
 	n := len(v)
 	if v[0]&0x80 != 0 {
 		n++

@@ -1,0 +1,5 @@
+//go:build !race
+
+package jws
+
+const raceEnabled = false
