@@ -15,7 +15,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strings"
 	"sync"
 
 	gocose "github.com/veraison/go-cose"
@@ -74,7 +73,7 @@ func Parse(b []byte) (*Message, error) {
 	if !ok {
 		return nil, fmt.Errorf("%w: content type is not text", ErrContentType)
 	}
-	if !strings.EqualFold(s, ContentType) {
+	if !asciiEqualFold(s, ContentType) {
 		return nil, fmt.Errorf("%w: %q", ErrContentType, s)
 	}
 	if kid, ok := p[gocose.HeaderLabelKeyID]; ok {
@@ -89,6 +88,27 @@ func Parse(b []byte) (*Message, error) {
 	}
 	m.Payload = m.msg.Payload
 	return m, nil
+}
+
+// asciiEqualFold compares ASCII case-insensitively (D3); unlike
+// strings.EqualFold it does not fold non-ASCII letters such as U+017F.
+func asciiEqualFold(a, b string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := 0; i < len(a); i++ {
+		x, y := a[i], b[i]
+		if 'A' <= x && x <= 'Z' {
+			x += 'a' - 'A'
+		}
+		if 'A' <= y && y <= 'Z' {
+			y += 'a' - 'A'
+		}
+		if x != y {
+			return false
+		}
+	}
+	return true
 }
 
 var verifiers sync.Map // *ecdsa.PublicKey -> gocose.Verifier
