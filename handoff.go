@@ -2,6 +2,7 @@ package handoff
 
 import (
 	"fmt"
+	"regexp"
 
 	"github.com/quantumlearningmachines/handoff/internal/wire"
 )
@@ -96,6 +97,8 @@ func ParseHandoff(b []byte, lim Limits) (*Handoff, error) {
 	return h, nil
 }
 
+var jwsCompact = regexp.MustCompile(`^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+$`)
+
 // carried reads one signed element as a Handoff carries it. JSON: text
 // (JWS, or base64url COSE). CBOR: text (JWS) or a byte string (COSE). The
 // returned element has Octets set whenever its octets are known, even if
@@ -104,6 +107,11 @@ func carried(v any, enc Encoding) (Element, error) {
 	switch x := v.(type) {
 	case string:
 		el := elementFromText(x)
+		if el.Form == FormJWS && !jwsCompact.MatchString(x) {
+			// Text with a period is a JWS (its octets give the digest), but
+			// one that is not three base64url parts breaks the CDDL (D3).
+			return el, malformed("", "text with a period is not a JWS Compact Serialization")
+		}
 		if enc == CBOR && el.Form == FormCOSE {
 			// In CBOR a COSE_Sign1 travels as a byte string; text must be
 			// a JWS (D3). Keep the octets for the digest.

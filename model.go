@@ -157,6 +157,12 @@ func decodeB64u(s string) ([]byte, error) {
 	if s == "" {
 		return nil, fmt.Errorf("empty base64url")
 	}
+	// encoding/base64 skips CR and LF even in strict mode; B64u has neither.
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; !('A' <= c && c <= 'Z' || 'a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '-' || c == '_') {
+			return nil, fmt.Errorf("not strict base64url: character %q", c)
+		}
+	}
 	b, err := b64.DecodeString(s)
 	if err != nil {
 		return nil, fmt.Errorf("not strict base64url without padding")

@@ -30,11 +30,9 @@ func cmdInspect(e env, args []string) error {
 		}
 	}
 	w := e.stdout
-	if !handoff.IsJSON(b) {
-		// A CBOR Handoff, or a status on its own (JWS, base64url or raw COSE).
-		if h, err := handoff.ParseHandoff(b, handoff.Limits{}); err == nil {
-			return inspectHandoff(w, h, "CBOR", keys)
-		}
+	if !handoff.IsJSON(b) && !isCBORMap(b) {
+		// A signed element on its own: a status (or offer) as JWS text,
+		// base64url COSE text, or raw COSE_Sign1 octets.
 		el := handoff.ParseElement(b)
 		if el.Form == handoff.FormInvalid {
 			return fmt.Errorf("%s is neither a Handoff nor a signed element", pos[0])
@@ -43,12 +41,20 @@ func cmdInspect(e env, args []string) error {
 		inspectElement(w, "element", el, keys)
 		return nil
 	}
+	enc := "JSON"
+	if !handoff.IsJSON(b) {
+		enc = "CBOR"
+	}
 	h, err := handoff.ParseHandoff(b, handoff.Limits{})
 	if err != nil {
 		return fmt.Errorf("%s: %w", pos[0], err)
 	}
-	return inspectHandoff(w, h, "JSON", keys)
+	return inspectHandoff(w, h, enc, keys)
 }
+
+// isCBORMap reports whether b starts with a CBOR map head (major type 5),
+// as every CBOR Handoff does.
+func isCBORMap(b []byte) bool { return len(b) > 0 && b[0]>>5 == 5 }
 
 func inspectHandoff(w io.Writer, h *handoff.Handoff, enc string, keys *trust.Config) error {
 	fmt.Fprintf(w, "Handoff (%s): an offer with a chain of %d\n\n", enc, len(h.Chain))

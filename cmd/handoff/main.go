@@ -80,7 +80,7 @@ var commands = map[string]func(env, []string) error{
 
 func run(args []string, e env) int {
 	if len(args) == 0 {
-		fmt.Fprint(e.stderr, usage)
+		fmt.Fprintln(e.stderr, `handoff: error: no command given; "handoff help" lists them`)
 		return 2
 	}
 	name := args[0]
@@ -90,7 +90,7 @@ func run(args []string, e env) int {
 	}
 	cmd, ok := commands[name]
 	if !ok {
-		fmt.Fprintf(e.stderr, "handoff: error: unknown command %q\nhandoff: hint: run \"handoff help\" for the list of commands\n", name)
+		fmt.Fprintf(e.stderr, "handoff: error: unknown command %q; \"handoff help\" lists them\n", name)
 		return 2
 	}
 	err := cmd(e, args[1:])
@@ -102,11 +102,10 @@ func run(args []string, e env) int {
 	case errors.Is(err, errNegative):
 		return 1
 	}
-	fmt.Fprintf(e.stderr, "handoff: error: %s: %v\n", name, err)
-	var ue usageError
-	if errors.As(err, &ue) {
-		fmt.Fprintf(e.stderr, "handoff: hint: run \"handoff help\" for usage\n")
-	}
+	// One line on stderr (SPEC.md section 4); library errors already say
+	// "handoff:", which the line does once.
+	msg := strings.ReplaceAll(err.Error(), "handoff: ", "")
+	fmt.Fprintf(e.stderr, "handoff: error: %s: %s\n", name, strings.ReplaceAll(msg, "\n", " "))
 	return 2
 }
 

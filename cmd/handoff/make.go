@@ -115,6 +115,19 @@ func readHandoff(path string) (*handoff.Handoff, error) {
 	return h, nil
 }
 
+// offerOf reads the payload of a Handoff's offer without checking its
+// signature (the caller's own offer, or one it received).
+func offerOf(h *handoff.Handoff, path string) (*handoff.Offer, error) {
+	o, _, err := handoff.UnsafeDecode(h.Offer)
+	if err != nil {
+		return nil, fmt.Errorf("%s: the offer cannot be read: %v", path, err)
+	}
+	if o == nil {
+		return nil, fmt.Errorf("%s: the Handoff carries a status where its offer should be", path)
+	}
+	return o, nil
+}
+
 func form(cose bool) handoff.Form {
 	if cose {
 		return handoff.FormCOSE
@@ -254,9 +267,9 @@ func cmdStatus(e env, args []string) error {
 	if err != nil {
 		return err
 	}
-	offer, _, err := handoff.UnsafeDecode(h.Offer)
-	if err != nil || offer == nil {
-		return fmt.Errorf("%s: the offer cannot be read: %v", *from, err)
+	offer, err := offerOf(h, *from)
+	if err != nil {
+		return err
 	}
 	sender, receiver := offer.Aud, offer.Iss
 	if st == handoff.StateCanceled {

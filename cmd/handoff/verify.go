@@ -201,8 +201,8 @@ func cmdVerifyStatus(e env, args []string) error {
 	if err != nil {
 		return err
 	}
-	if _, _, err := handoff.UnsafeDecode(h.Offer); err != nil {
-		return fmt.Errorf("%s: the offer cannot be read: %v", *from, err)
+	if _, err := offerOf(h, *from); err != nil {
+		return err
 	}
 	inputs := make([][]byte, len(files))
 	for i, f := range files {

@@ -13,7 +13,9 @@ import (
 )
 
 // MaxDepth bounds the nesting of decoded maps and arrays, in both formats.
-const MaxDepth = 32
+// The data model itself nests four deep (offer, refs, ref, dig); the rest
+// is room for unknown members.
+const MaxDepth = 128
 
 // DecodeJSON strictly decodes one JSON value: RFC 8259 syntax, valid UTF-8,
 // no duplicate object member names (compared exactly, case-sensitive), no
