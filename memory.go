@@ -13,12 +13,13 @@ import (
 type ReplayMemory interface {
 	// Lookup returns the digest remembered for (iss, hop), if any.
 	Lookup(ctx context.Context, iss, hop string) (Digest, bool, error)
-	// Remember stores d for (iss, hop) unless the pair is already
-	// remembered, atomically: of two callers racing on one pair, exactly
-	// one stores. It returns the digest now remembered and whether this
-	// call stored it. keepUntil is the earliest time the pair may be
-	// forgotten (exp plus skew at least).
-	Remember(ctx context.Context, iss, hop string, d Digest, keepUntil time.Time) (Digest, bool, error)
+	// Remember stores the offer's digest for (iss, hop) unless the pair
+	// is already remembered, atomically: of two callers racing on one
+	// pair, exactly one stores. It returns the digest now remembered and
+	// whether this call stored it. keepUntil is the earliest time the pair
+	// may be forgotten (exp plus skew at least). offer is the signed offer
+	// as received, for stores that keep its octets.
+	Remember(ctx context.Context, iss, hop string, offer Element, keepUntil time.Time) (Digest, bool, error)
 }
 
 // Memory is an in-process ReplayMemory. Entries are forgotten once their
@@ -56,7 +57,8 @@ func (m *Memory) Lookup(_ context.Context, iss, hop string) (Digest, bool, error
 }
 
 // Remember implements ReplayMemory.
-func (m *Memory) Remember(_ context.Context, iss, hop string, d Digest, keepUntil time.Time) (Digest, bool, error) {
+func (m *Memory) Remember(_ context.Context, iss, hop string, offer Element, keepUntil time.Time) (Digest, bool, error) {
+	d := offer.Digest()
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	k := memKey{iss, hop}

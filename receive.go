@@ -58,6 +58,13 @@ type Options struct {
 	Memory           ReplayMemory  // (iss, hop) memory; default an in-process Memory
 	Now              func() time.Time
 	CheckRefs        RefCheck // step 7; nil checks no reference
+	// Since, when set, is when the replay memory begins: a delegate that
+	// lost its memory (a restart without durable records, a store opened
+	// fresh, records dropped) rejects an offer it does not remember whose
+	// iat is before Since with reason "replay", since it cannot tell
+	// whether it has seen it (draft "Replay and Freshness"). Once the
+	// maximum lifetime has passed such offers are stale anyway.
+	Since time.Time
 }
 
 // Receiver runs the delegate's receiving checks (draft "Receiving an
@@ -194,9 +201,13 @@ func (r *Receiver) Receive(ctx context.Context, b []byte, dialog string) (*Resul
 		return reject(ReasonStale, 3, OfferIndex, err.member, err)
 	}
 
-	// Step 4: remember the pair (D5), atomically.
+	// Step 4: an offer the memory may have lost cannot be told from a
+	// replay; then remember the pair (D5), atomically.
+	if !r.o.Since.IsZero() && o.Iat < r.o.Since.Unix() {
+		return reject(ReasonReplay, 4, OfferIndex, "iat", fmt.Errorf("iat %d is before this receiver's memory begins (%d); it may have seen the offer", o.Iat, r.o.Since.Unix()))
+	}
 	keep := time.Unix(o.Exp, 0).Add(r.o.Skew)
-	first, stored, err := r.o.Memory.Remember(ctx, o.Iss, o.Hop, digest, keep)
+	first, stored, err := r.o.Memory.Remember(ctx, o.Iss, o.Hop, h.Offer, keep)
 	if err != nil {
 		return nil, fmt.Errorf("handoff: replay memory: %w", err)
 	}

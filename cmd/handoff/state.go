@@ -86,7 +86,8 @@ func (s *fileState) Lookup(_ context.Context, iss, hop string) (handoff.Digest, 
 	return handoff.Digest{Alg: p.Alg, Val: val}, true, nil
 }
 
-func (s *fileState) Remember(ctx context.Context, iss, hop string, d handoff.Digest, until time.Time) (handoff.Digest, bool, error) {
+func (s *fileState) Remember(ctx context.Context, iss, hop string, offer handoff.Element, until time.Time) (handoff.Digest, bool, error) {
+	d := offer.Digest()
 	if first, ok, err := s.Lookup(ctx, iss, hop); ok || err != nil {
 		return first, false, err
 	}

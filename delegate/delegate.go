@@ -1,0 +1,491 @@
+// Package delegate is the receiving side of a hop, durable: it runs the
+// receiving checks, keeps each hop's record in a store.Store, enforces the
+// lifecycle, answers retransmissions from the record with the identical
+// status octets, handles equivocation, records outcomes only when they are
+// known, and raises flags to the operator (draft "Lifecycle", "Asking
+// Again", "Knowing the Outcome", "Forks, Concurrency, and Equivocation",
+// "Replay and Freshness").
+//
+// The flow of one offer:
+//
+//	a, err := d.Receive(ctx, handoffOctets, dialog, authenticatedAsIss)
+//	send(a.Status)            // nil: send nothing
+//	if a.Take {               // new work, recorded "accepted" before this returns
+//	    ... do the work exactly once ...
+//	    d.Finish(ctx, a.Iss, a.Hop, delegate.Outcome{State: store.Completed, Refs: result})
+//	}
+package delegate
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/quantumlearningmachines/handoff"
+	"github.com/quantumlearningmachines/handoff/store"
+)
+
+// Config configures a Delegate.
+type Config struct {
+	// Receiving checks. Memory and Since are set by the Delegate from
+	// the store; leave them zero.
+	Options handoff.Options
+	Store   store.Store
+	Signer  *handoff.Signer // the delegate's own key, for its statuses
+	// StatusForm is the signed form of the statuses it sends (default JWS).
+	StatusForm handoff.Form
+	// Retention is how long a terminal hop's record is kept after its
+	// last status, so a delegator may still ask again (default 24 h).
+	Retention time.Duration
+	// Stop, if set, is called when work already taken must stop because
+	// its offer was equivocated or canceled. It must not block.
+	Stop func(iss, hop string)
+	// Defer: an offer that passes every check is recorded "received" with
+	// no status, and the caller decides later with Accept or Reject (a
+	// person approves, say). Otherwise it is accepted at once.
+	Defer bool
+}
+
+// Delegate is a durable receiver of offers. Safe for concurrent use; many
+// Delegates (processes, replicas) may share one SQL store.
+type Delegate struct {
+	cfg  Config
+	recv *handoff.Receiver
+	now  func() time.Time
+}
+
+// New validates cfg and returns a Delegate. The store's Since turns on the
+// restart rule: offers issued before the store's memory begins are refused
+// as "replay" until they would be stale anyway.
+func New(ctx context.Context, cfg Config) (*Delegate, error) {
+	if cfg.Store == nil || cfg.Signer == nil {
+		return nil, errors.New("delegate: a store and a signer are required")
+	}
+	if cfg.Retention < 0 {
+		return nil, errors.New("delegate: retention must not be negative")
+	}
+	if cfg.Retention == 0 {
+		cfg.Retention = 24 * time.Hour
+	}
+	since, err := cfg.Store.Since(ctx)
+	if err != nil {
+		return nil, err
+	}
+	d := &Delegate{cfg: cfg}
+	o := cfg.Options
+	o.Memory = lookupOnly{cfg.Store}
+	o.Since = since
+	if d.recv, err = handoff.NewReceiver(o); err != nil {
+		return nil, err
+	}
+	d.now = o.Now
+	if d.now == nil {
+		d.now = time.Now
+	}
+	return d, nil
+}
+
+// lookupOnly is the receiver's view of the store: Lookup reads the record;
+// Remember defers, because the Delegate claims the hop once, with its
+// decision and the status it sends, in one atomic insert (see Receive).
+type lookupOnly struct{ s store.Store }
+
+func (l lookupOnly) Lookup(ctx context.Context, iss, hop string) (handoff.Digest, bool, error) {
+	r, err := l.s.Get(ctx, iss, hop)
+	if errors.Is(err, store.ErrNotFound) {
+		return handoff.Digest{}, false, nil
+	}
+	if err != nil {
+		return handoff.Digest{}, false, err
+	}
+	return r.Digest, true, nil
+}
+
+func (l lookupOnly) Remember(_ context.Context, _, _ string, offer handoff.Element, _ time.Time) (handoff.Digest, bool, error) {
+	return offer.Digest(), true, nil
+}
+
+// Answer is what became of a received Handoff and what to send back.
+type Answer struct {
+	Outcome handoff.Outcome
+	Result  *handoff.Result
+	// Status is the signed status to send to the delegator, or nil to send
+	// nothing: an equivocating offer, a retransmission whose sender the
+	// host protocol did not authenticate as offer.iss, a hop not yet
+	// decided, or a rejection that cannot be addressed (step 1).
+	Status *handoff.Element
+	// Take: this call took the work; do it exactly once, then Finish.
+	Take     bool
+	Iss, Hop string         // the hop, when the offer's payload was verified
+	Record   *store.Record // the hop's record after this call, if any
+}
+
+// Receive checks a Handoff and records the decision before returning, so
+// that a status (or the work) only leaves after the record it depends on
+// is durable. authenticated says whether the host protocol authenticated
+// the sender of this request as the offer's iss; a resent status goes
+// only to such a sender (draft "Replay and Freshness").
+func (d *Delegate) Receive(ctx context.Context, b []byte, dialog string, authenticated bool) (*Answer, error) {
+	res, err := d.recv.Receive(ctx, b, dialog)
+	if res == nil {
+		return nil, err
+	}
+	a := &Answer{Outcome: res.Outcome, Result: res}
+	if res.Offer == nil {
+		// Step 1 failed: nothing verified to answer to.
+		return a, nil
+	}
+	o := res.Offer
+	a.Iss, a.Hop = o.Iss, o.Hop
+	switch res.Outcome {
+	case handoff.Retransmission, handoff.Equivocation:
+		r, err := d.cfg.Store.Get(ctx, o.Iss, o.Hop)
+		if err != nil {
+			return nil, err
+		}
+		return d.seen(ctx, a, r, res.Handoff.Offer, authenticated)
+	case handoff.Rejected:
+		st, err := d.sign(o, res.Handoff.Offer, handoff.StateRejected, res.Reason, "", nil)
+		if err != nil {
+			return nil, err
+		}
+		if res.Err.Step < 5 {
+			// Not past steps 1-4: not remembered (D5). A stale or replay
+			// rejection says only that the hop is not remembered.
+			a.Status = st
+			return a, nil
+		}
+		return d.claim(ctx, a, o, res.Handoff.Offer, store.Rejected, st, authenticated)
+	case handoff.Accepted:
+		if d.cfg.Defer {
+			return d.claim(ctx, a, o, res.Handoff.Offer, store.Received, nil, authenticated)
+		}
+		st, err := d.sign(o, res.Handoff.Offer, handoff.StateAccepted, "", "", nil)
+		if err != nil {
+			return nil, err
+		}
+		return d.claim(ctx, a, o, res.Handoff.Offer, store.Accepted, st, authenticated)
+	}
+	return nil, fmt.Errorf("delegate: unexpected outcome %q", res.Outcome)
+}
+
+// claim records the decision on a new hop in one insert-if-absent. If
+// another process claimed the hop first, this offer is a retransmission or
+// equivocation of that one.
+func (d *Delegate) claim(ctx context.Context, a *Answer, o *handoff.Offer, offer handoff.Element, state store.State, st *handoff.Element, authenticated bool) (*Answer, error) {
+	now := d.now()
+	rec := &store.Record{
+		Iss: o.Iss, Hop: o.Hop, Digest: offer.Digest(), Offer: offer.Octets, OfferForm: offer.Form,
+		State: state, Received: now, KeepUntil: time.Unix(o.Exp, 0).Add(d.skew()),
+	}
+	if st != nil {
+		rec.Status, rec.StatusForm = st.Octets, st.Form
+	}
+	if state.Terminal() {
+		rec.Decided = now
+	}
+	got, stored, err := d.cfg.Store.Claim(ctx, rec)
+	if err != nil {
+		return nil, err
+	}
+	if !stored {
+		if got.Digest.Equal(rec.Digest) {
+			a.Outcome = handoff.Retransmission
+		} else {
+			a.Outcome = handoff.Equivocation
+		}
+		return d.seen(ctx, a, got, offer, authenticated)
+	}
+	a.Record, a.Status, a.Take = got, st, state == store.Accepted
+	return a, nil
+}
+
+// seen answers an offer whose (iss, hop) is recorded (D5): the same octets
+// get the last status sent, never processed again; different octets are
+// equivocation, handled as the draft says.
+func (d *Delegate) seen(ctx context.Context, a *Answer, r *store.Record, offer handoff.Element, authenticated bool) (*Answer, error) {
+	a.Record = r
+	if r.Digest.Equal(offer.Digest()) {
+		a.Outcome = handoff.Retransmission
+		if r.Status != nil && authenticated {
+			a.Status = &handoff.Element{Form: r.StatusForm, Octets: r.Status}
+		}
+		return a, nil
+	}
+	a.Outcome = handoff.Equivocation
+	return a, d.equivocation(ctx, r, offer)
+}
+
+// equivocation handles a second offer for a recorded hop. The second offer
+// never gets a status. The first: not yet decided -> "rejected" with
+// reason equivocation; taken and running -> stop if possible, and the
+// outcome, once known, says so; terminal -> no new status. Every case is
+// flagged to the operator.
+func (d *Delegate) equivocation(ctx context.Context, r *store.Record, second handoff.Element) error {
+	if err := d.cfg.Store.MarkEquivocated(ctx, r.Iss, r.Hop); err != nil {
+		return err
+	}
+	detail := fmt.Sprintf("second offer %s for a hop first seen as offer %s (state %s)", second.Digest(), r.Digest, r.State)
+	switch r.State {
+	case store.Received:
+		first, _, err := handoff.UnsafeDecode(handoff.Element{Form: r.OfferForm, Octets: r.Offer})
+		if err != nil || first == nil {
+			return fmt.Errorf("delegate: recorded offer of hop %s cannot be read: %v", r.Hop, err)
+		}
+		st, err := d.sign(first, handoff.Element{Form: r.OfferForm, Octets: r.Offer}, handoff.StateRejected, handoff.ReasonEquivocation, "", nil)
+		if err != nil {
+			return err
+		}
+		if err := d.cfg.Store.Transition(ctx, r.Iss, r.Hop, store.Received, store.Rejected, st.Octets, st.Form, d.now()); err != nil && !errors.Is(err, store.ErrConflict) {
+			return err
+		}
+		detail += "; the first is rejected with reason equivocation"
+	case store.Accepted:
+		if d.cfg.Stop != nil {
+			d.cfg.Stop(r.Iss, r.Hop)
+		}
+		detail += "; the work was taken: stop it if possible, and record its outcome (failed with reason equivocation unless it took full effect)"
+	default:
+		detail += "; the first already has its terminal status"
+	}
+	_, err := d.cfg.Store.Raise(ctx, store.Flag{Kind: store.FlagEquivocation, Iss: r.Iss, Hop: r.Hop, Detail: detail, Created: d.now()})
+	return err
+}
+
+func (d *Delegate) skew() time.Duration {
+	if d.cfg.Options.Skew > 0 {
+		return d.cfg.Options.Skew
+	}
+	return 60 * time.Second
+}
+
+// sign makes a status for offer o (whose signed element is el), from this
+// delegate to the delegator.
+func (d *Delegate) sign(o *handoff.Offer, el handoff.Element, state handoff.State, reason handoff.Reason, detail string, refs []handoff.ContextRef) (*handoff.Element, error) {
+	st := &handoff.Status{Offer: el.Digest(), Iss: o.Aud, Aud: o.Iss, Iat: d.now().Unix(), State: state,
+		Reason: reason, Detail: detail, Refs: refs}
+	s, err := d.cfg.Signer.SignStatus(st, d.cfg.StatusForm)
+	if err != nil {
+		return nil, err
+	}
+	return &s, nil
+}
+
+// Accept takes the work of a hop recorded "received" (Config.Defer) and
+// returns the "accepted" status to send. Do the work only if it returns no
+// error: another process may have decided first (store.ErrConflict).
+func (d *Delegate) Accept(ctx context.Context, iss, hop string) (*handoff.Element, error) {
+	return d.decide(ctx, iss, hop, store.Accepted, "")
+}
+
+// Reject declines a hop recorded "received" (Config.Defer) with a reason
+// and returns the "rejected" status to send.
+func (d *Delegate) Reject(ctx context.Context, iss, hop string, reason handoff.Reason) (*handoff.Element, error) {
+	return d.decide(ctx, iss, hop, store.Rejected, reason)
+}
+
+func (d *Delegate) decide(ctx context.Context, iss, hop string, to store.State, reason handoff.Reason) (*handoff.Element, error) {
+	r, err := d.cfg.Store.Get(ctx, iss, hop)
+	if err != nil {
+		return nil, err
+	}
+	if r.State != store.Received {
+		return nil, fmt.Errorf("%w: hop %s is already %s", store.ErrConflict, hop, r.State)
+	}
+	offer := handoff.Element{Form: r.OfferForm, Octets: r.Offer}
+	o, _, err := handoff.UnsafeDecode(offer)
+	if err != nil || o == nil {
+		return nil, fmt.Errorf("delegate: recorded offer of hop %s cannot be read: %v", hop, err)
+	}
+	st, err := d.sign(o, offer, handoff.State(to), reason, "", nil)
+	if err != nil {
+		return nil, err
+	}
+	if err := d.cfg.Store.Transition(ctx, iss, hop, store.Received, to, st.Octets, st.Form, d.now()); err != nil {
+		return nil, err
+	}
+	return st, nil
+}
+
+// Outcome is a known outcome of taken work (draft "Knowing the Outcome").
+type Outcome struct {
+	State  store.State // store.Completed or store.Failed
+	Reason handoff.Reason
+	Detail string
+	// Refs: for completed, the result; for failed, every part of the work
+	// that took effect.
+	Refs []handoff.ContextRef
+	// NoEffect must be set on a failed outcome without refs: it says the
+	// work took no effect at all (a failed status without refs says so to
+	// the delegator). It guards against forgetting to list what took effect.
+	NoEffect bool
+}
+
+func (o Outcome) check() error {
+	switch o.State {
+	case store.Completed:
+	case store.Failed:
+		if len(o.Refs) == 0 && !o.NoEffect {
+			return errors.New(`delegate: a "failed" outcome lists in Refs what took effect, or sets NoEffect when nothing did`)
+		}
+	default:
+		return fmt.Errorf("delegate: an outcome is completed or failed, not %q", o.State)
+	}
+	return nil
+}
+
+// status signs the terminal status for a recorded hop. An equivocated hop
+// that failed says so with reason "equivocation".
+func (d *Delegate) status(r *store.Record, out Outcome) (*handoff.Element, error) {
+	offer := handoff.Element{Form: r.OfferForm, Octets: r.Offer}
+	o, _, err := handoff.UnsafeDecode(offer)
+	if err != nil || o == nil {
+		return nil, fmt.Errorf("delegate: recorded offer of hop %s cannot be read: %v", r.Hop, err)
+	}
+	reason := out.Reason
+	if r.Equivocated && out.State == store.Failed {
+		reason = handoff.ReasonEquivocation
+	}
+	return d.sign(o, offer, handoff.State(out.State), reason, out.Detail, out.Refs)
+}
+
+// Finish records a known outcome of work whose effect is outside the
+// store: call it only with an authoritative observation of this attempt's
+// effect (another system's record of the request, found by an identifier
+// derived from (iss, hop)). A lookup that timed out proves nothing: then
+// call Unknown instead. It returns the status to send.
+func (d *Delegate) Finish(ctx context.Context, iss, hop string, out Outcome) (*handoff.Element, error) {
+	if err := out.check(); err != nil {
+		return nil, err
+	}
+	r, err := d.cfg.Store.Get(ctx, iss, hop)
+	if err != nil {
+		return nil, err
+	}
+	st, err := d.status(r, out)
+	if err != nil {
+		return nil, err
+	}
+	if err := d.cfg.Store.Transition(ctx, iss, hop, r.State, out.State, st.Octets, st.Form, d.now()); err != nil {
+		return nil, err
+	}
+	return st, nil
+}
+
+// Transactional is a store whose records live in a SQL database that the
+// work can write too (store/sqlite, store/postgres).
+type Transactional interface {
+	RecordOutcome(ctx context.Context, iss, hop string, now time.Time, work func(*sql.Tx, *store.Record) (store.Outcome, error)) error
+}
+
+// RecordOutcome runs work, whose effect lives in the same database as the
+// hop records, and records the hop's outcome in the same transaction: the
+// record is present exactly when the effect took place. work returns the
+// outcome; on error nothing of it takes effect and the hop stays as it
+// was. It returns the status to send.
+func (d *Delegate) RecordOutcome(ctx context.Context, iss, hop string, work func(tx *sql.Tx) (Outcome, error)) (*handoff.Element, error) {
+	ts, ok := d.cfg.Store.(Transactional)
+	if !ok {
+		return nil, errors.New("delegate: the store has no transactions for the work (use Finish with an authoritative observation)")
+	}
+	var st *handoff.Element
+	err := ts.RecordOutcome(ctx, iss, hop, d.now(), func(tx *sql.Tx, r *store.Record) (store.Outcome, error) {
+		out, err := work(tx)
+		if err != nil {
+			return store.Outcome{}, err
+		}
+		if err := out.check(); err != nil {
+			return store.Outcome{}, err
+		}
+		if st, err = d.status(r, out); err != nil {
+			return store.Outcome{}, err
+		}
+		return store.Outcome{State: out.State, Status: st.Octets, StatusForm: st.Form}, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return st, nil
+}
+
+// Unknown keeps a taken hop "accepted" because its outcome cannot be
+// learned now (a lookup timed out, the record of the effect was lost) and
+// flags it to the operator. The delegate never guesses: the hop stays
+// accepted until Finish is called with an authoritative observation.
+func (d *Delegate) Unknown(ctx context.Context, iss, hop, why string) error {
+	r, err := d.cfg.Store.Get(ctx, iss, hop)
+	if err != nil {
+		return err
+	}
+	if r.State != store.Accepted {
+		return fmt.Errorf("%w: hop %s is %s", store.ErrConflict, hop, r.State)
+	}
+	_, err = d.cfg.Store.Raise(ctx, store.Flag{Kind: store.FlagUnknownOutcome, Iss: iss, Hop: hop, Detail: why, Created: d.now()})
+	return err
+}
+
+// Cancel takes a signed "canceled" from the delegator for a recorded hop:
+// it verifies it (D9), notes it, and asks the work to stop. A cancel does
+// not show that the work took no effect; the hop's outcome is still
+// recorded when known. Passing the cancel down the chain is the
+// delegator's side (package delegator).
+func (d *Delegate) Cancel(ctx context.Context, status handoff.Element, iss, hop string) (*store.Record, error) {
+	r, err := d.cfg.Store.Get(ctx, iss, hop)
+	if err != nil {
+		return nil, err
+	}
+	vs, err := handoff.VerifyStatus(status, handoff.Element{Form: r.OfferForm, Octets: r.Offer},
+		handoff.StatusOptions{Keys: d.cfg.Options.Keys, Now: d.now, Skew: d.cfg.Options.Skew})
+	if err != nil {
+		return nil, err
+	}
+	if vs.Status.State != handoff.StateCanceled {
+		return nil, fmt.Errorf("delegate: status is %q, not canceled", vs.Status.State)
+	}
+	if err := d.cfg.Store.MarkCanceled(ctx, iss, hop); err != nil {
+		return nil, err
+	}
+	if r.State == store.Accepted && d.cfg.Stop != nil {
+		d.cfg.Stop(iss, hop)
+	}
+	r.Canceled = true
+	return r, nil
+}
+
+// Sweep removes the records that may go now (see store.Store.Sweep).
+func (d *Delegate) Sweep(ctx context.Context) (int, error) {
+	return d.cfg.Store.Sweep(ctx, d.now(), d.cfg.Retention)
+}
+
+// RunSweeper sweeps every interval until ctx is done, so that memory and
+// disk stay bounded under a steady stream of offers. Errors are passed to
+// report (which may be nil) and the sweeper goes on.
+func (d *Delegate) RunSweeper(ctx context.Context, every time.Duration, report func(error)) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if _, err := d.Sweep(ctx); err != nil && report != nil {
+				report(err)
+			}
+		}
+	}
+}
+
+// Flags lists the operator's flags: equivocation, conflicting inputs and
+// unknown outcomes; open ones only unless all.
+func (d *Delegate) Flags(ctx context.Context, all bool) ([]store.Flag, error) {
+	return d.cfg.Store.Flags(ctx, all)
+}
+
+// Resolve closes a flag with the operator's note. Resolving an unknown
+// outcome does not decide it: Finish records the outcome the operator
+// observed.
+func (d *Delegate) Resolve(ctx context.Context, id int64, resolution string) error {
+	return d.cfg.Store.Resolve(ctx, id, resolution, d.now())
+}

@@ -1,0 +1,453 @@
+package delegate_test
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"errors"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/quantumlearningmachines/handoff"
+	"github.com/quantumlearningmachines/handoff/delegate"
+	"github.com/quantumlearningmachines/handoff/store"
+	"github.com/quantumlearningmachines/handoff/store/sqlite"
+	"github.com/quantumlearningmachines/handoff/trust"
+)
+
+type world struct {
+	t       testing.TB
+	keys    *trust.Config
+	signers map[string]*handoff.Signer
+	now     time.Time
+	mu      sync.Mutex
+}
+
+func newWorld(t testing.TB) *world {
+	w := &world{t: t, keys: trust.New(), signers: map[string]*handoff.Signer{}, now: time.Unix(1_800_000_000, 0)}
+	for _, n := range []string{"planner", "coder"} {
+		k, err := trust.GenerateKey()
+		if err != nil {
+			t.Fatal(err)
+		}
+		tk, _ := trust.NewKey(&k.PublicKey)
+		if err := w.keys.Add(n, tk); err != nil {
+			t.Fatal(err)
+		}
+		w.signers[n], _ = handoff.NewSigner(k)
+	}
+	return w
+}
+
+func (w *world) clock() time.Time {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.now
+}
+
+func (w *world) advance(d time.Duration) {
+	w.mu.Lock()
+	w.now = w.now.Add(d)
+	w.mu.Unlock()
+}
+
+// offer signs a new offer from planner to coder, returning the Handoff
+// octets and the payload.
+func (w *world) offer(hop string) ([]byte, *handoff.Offer) {
+	if hop == "" {
+		hop = handoff.NewHop()
+	}
+	n := w.clock().Unix()
+	o := &handoff.Offer{Hop: hop, Dialog: "ctx", Iss: "planner", Aud: "coder", Iat: n, Exp: n + 120}
+	el, err := w.signers["planner"].SignOffer(o, handoff.FormJWS)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	b, err := (&handoff.Handoff{Offer: el}).Encode(handoff.JSON)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	return b, o
+}
+
+func (w *world) delegate(s store.Store, mut func(*delegate.Config)) *delegate.Delegate {
+	cfg := delegate.Config{
+		Options: handoff.Options{Me: "coder", Keys: w.keys, Now: w.clock},
+		Store:   s, Signer: w.signers["coder"],
+	}
+	if mut != nil {
+		mut(&cfg)
+	}
+	d, err := delegate.New(context.Background(), cfg)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	return d
+}
+
+// freshStore returns a memory store whose memory began an hour ago, so the
+// restart rule does not touch offers issued now.
+func (w *world) freshStore() *store.Memory { return store.NewMemory(w.clock().Add(-time.Hour)) }
+
+func statusOf(t testing.TB, w *world, el *handoff.Element, offer []byte) *handoff.Status {
+	t.Helper()
+	if el == nil {
+		t.Fatal("no status")
+	}
+	h, err := handoff.ParseHandoff(offer, handoff.Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	vs, err := handoff.VerifyStatus(*el, h.Offer, handoff.StatusOptions{Keys: w.keys, Now: w.clock})
+	if err != nil {
+		t.Fatalf("status does not verify (D9): %v", err)
+	}
+	return vs.Status
+}
+
+// Lifecycle and "Asking Again": a new offer is taken once and answered
+// "accepted"; a retransmission is never processed again and gets the
+// identical octets of the last status, and only when the host protocol
+// authenticated the sender as offer.iss.
+func TestRetransmissionAnsweredFromRecord(t *testing.T) {
+	w := newWorld(t)
+	d := w.delegate(w.freshStore(), nil)
+	ctx := context.Background()
+	b, o := w.offer("")
+	a, err := d.Receive(ctx, b, "ctx", true)
+	if err != nil || !a.Take || a.Outcome != handoff.Accepted {
+		t.Fatalf("first: %+v %v", a, err)
+	}
+	if st := statusOf(t, w, a.Status, b); st.State != handoff.StateAccepted {
+		t.Fatalf("state %s", st.State)
+	}
+	accepted := a.Status.Octets
+	again, err := d.Receive(ctx, b, "ctx", true)
+	if err != nil || again.Take || again.Outcome != handoff.Retransmission || !bytes.Equal(again.Status.Octets, accepted) {
+		t.Fatalf("retransmission: %+v %v", again, err)
+	}
+	// Security "Replay and Freshness": an unauthenticated requester gets nothing.
+	if anon, _ := d.Receive(ctx, b, "ctx", false); anon.Status != nil || anon.Take {
+		t.Fatalf("unauthenticated retransmission answered: %+v", anon)
+	}
+	done, err := d.Finish(ctx, o.Iss, o.Hop, delegate.Outcome{State: store.Completed})
+	if err != nil || statusOf(t, w, done, b).State != handoff.StateCompleted {
+		t.Fatalf("finish: %v", err)
+	}
+	// After exp, a retransmission is still answered with the last status.
+	w.advance(10 * time.Minute)
+	late, err := d.Receive(ctx, b, "ctx", true)
+	if err != nil || late.Outcome != handoff.Retransmission || !bytes.Equal(late.Status.Octets, done.Octets) {
+		t.Fatalf("late retransmission: %+v %v", late, err)
+	}
+	// Lifecycle: at most one of completed and failed.
+	if _, err := d.Finish(ctx, o.Iss, o.Hop, delegate.Outcome{State: store.Failed, NoEffect: true}); !errors.Is(err, store.ErrConflict) {
+		t.Fatalf("second terminal status: %v", err)
+	}
+}
+
+// Lifecycle: a rejection after step 4 is recorded with its status and
+// resent for a retransmission; a stale rejection is not recorded.
+func TestRejections(t *testing.T) {
+	w := newWorld(t)
+	s := w.freshStore()
+	d := w.delegate(s, nil)
+	ctx := context.Background()
+	b, o := w.offer("")
+	a, err := d.Receive(ctx, b, "another-dialog", true)
+	if err != nil || a.Take || a.Outcome != handoff.Rejected {
+		t.Fatalf("%+v %v", a, err)
+	}
+	if st := statusOf(t, w, a.Status, b); st.State != handoff.StateRejected || st.Reason != handoff.ReasonPolicy {
+		t.Fatalf("status %+v", st)
+	}
+	if r, err := s.Get(ctx, o.Iss, o.Hop); err != nil || r.State != store.Rejected || !bytes.Equal(r.Status, a.Status.Octets) {
+		t.Fatalf("record %+v %v", r, err)
+	}
+	again, _ := d.Receive(ctx, b, "ctx", true)
+	if again.Outcome != handoff.Retransmission || !bytes.Equal(again.Status.Octets, a.Status.Octets) {
+		t.Fatalf("retransmission of a rejected offer: %+v", again)
+	}
+	// Step 3: stale; not remembered (D5).
+	stale, o2 := w.offer("")
+	w.advance(5 * time.Minute)
+	a, _ = d.Receive(ctx, stale, "ctx", true)
+	if statusOf(t, w, a.Status, stale).Reason != handoff.ReasonStale {
+		t.Fatalf("stale: %+v", a)
+	}
+	if _, err := s.Get(ctx, o2.Iss, o2.Hop); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("stale offer recorded: %v", err)
+	}
+}
+
+// "Forks, Concurrency, and Equivocation", each case the draft names: the
+// second offer never gets a status; every case is flagged.
+func TestEquivocation(t *testing.T) {
+	ctx := context.Background()
+	t.Run("not yet taken: the first is rejected with reason equivocation", func(t *testing.T) {
+		w := newWorld(t)
+		s := w.freshStore()
+		d := w.delegate(s, func(c *delegate.Config) { c.Defer = true })
+		b, o := w.offer("")
+		a, err := d.Receive(ctx, b, "ctx", true)
+		if err != nil || a.Take || a.Status != nil || a.Record.State != store.Received {
+			t.Fatalf("deferred: %+v %v", a, err)
+		}
+		b2, _ := w.offer(o.Hop)
+		a2, err := d.Receive(ctx, b2, "ctx", true)
+		if err != nil || a2.Outcome != handoff.Equivocation || a2.Status != nil || a2.Take {
+			t.Fatalf("second: %+v %v", a2, err)
+		}
+		r, _ := s.Get(ctx, o.Iss, o.Hop)
+		st := &handoff.Element{Form: r.StatusForm, Octets: r.Status}
+		if r.State != store.Rejected || statusOf(t, w, st, b).Reason != handoff.ReasonEquivocation {
+			t.Fatalf("first not rejected: %+v", r)
+		}
+		if _, err := d.Accept(ctx, o.Iss, o.Hop); !errors.Is(err, store.ErrConflict) {
+			t.Fatalf("accept after equivocation: %v", err)
+		}
+		expectFlag(t, d, store.FlagEquivocation)
+	})
+	t.Run("taken and running: stop, then failed with reason equivocation", func(t *testing.T) {
+		w := newWorld(t)
+		var stopped []string
+		d := w.delegate(w.freshStore(), func(c *delegate.Config) { c.Stop = func(_, hop string) { stopped = append(stopped, hop) } })
+		b, o := w.offer("")
+		if a, _ := d.Receive(ctx, b, "ctx", true); !a.Take {
+			t.Fatal("not taken")
+		}
+		b2, _ := w.offer(o.Hop)
+		a2, _ := d.Receive(ctx, b2, "ctx", true)
+		if a2.Outcome != handoff.Equivocation || a2.Status != nil || len(stopped) != 1 {
+			t.Fatalf("second: %+v stopped %v", a2, stopped)
+		}
+		part := handoff.ContextRef{Kind: handoff.KindDigest, Dig: handoff.DigestOf([]byte("half the files written"))}
+		st, err := d.Finish(ctx, o.Iss, o.Hop, delegate.Outcome{State: store.Failed, Refs: []handoff.ContextRef{part}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s := statusOf(t, w, st, b); s.State != handoff.StateFailed || s.Reason != handoff.ReasonEquivocation || len(s.Refs) != 1 {
+			t.Fatalf("status %+v", s)
+		}
+		expectFlag(t, d, store.FlagEquivocation)
+	})
+	t.Run("already terminal: no new status", func(t *testing.T) {
+		w := newWorld(t)
+		s := w.freshStore()
+		d := w.delegate(s, nil)
+		b, o := w.offer("")
+		d.Receive(ctx, b, "ctx", true)
+		done, _ := d.Finish(ctx, o.Iss, o.Hop, delegate.Outcome{State: store.Completed})
+		b2, _ := w.offer(o.Hop)
+		a2, _ := d.Receive(ctx, b2, "ctx", true)
+		r, _ := s.Get(ctx, o.Iss, o.Hop)
+		if a2.Status != nil || !bytes.Equal(r.Status, done.Octets) {
+			t.Fatalf("terminal hop changed: %+v", a2)
+		}
+		expectFlag(t, d, store.FlagEquivocation)
+	})
+}
+
+func expectFlag(t *testing.T, d *delegate.Delegate, kind string) {
+	t.Helper()
+	flags, err := d.Flags(context.Background(), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range flags {
+		if f.Kind == kind {
+			if err := d.Resolve(context.Background(), f.ID, "looked at it"); err != nil {
+				t.Fatal(err)
+			}
+			if open, _ := d.Flags(context.Background(), false); len(open) != len(flags)-1 {
+				t.Fatalf("resolved flag still open")
+			}
+			return
+		}
+	}
+	t.Fatalf("no %s flag among %+v", kind, flags)
+}
+
+// "Replay and Freshness": a delegate whose memory begins now rejects
+// offers issued before with reason "replay", but answers hops it records.
+func TestRestartRule(t *testing.T) {
+	w := newWorld(t)
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "hops.db")
+	s, err := sqlite.Open(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.Forget(ctx, w.clock().Add(-time.Minute)); err != nil { // memory began a minute ago
+		t.Fatal(err)
+	}
+	d := w.delegate(s, nil)
+	b, _ := w.offer("") // issued now, after the memory began
+	if a, err := d.Receive(ctx, b, "ctx", true); err != nil || !a.Take {
+		t.Fatalf("%+v %v", a, err)
+	}
+	// The records are lost: the memory begins now.
+	w.advance(time.Second)
+	if err := s.Forget(ctx, w.clock()); err != nil {
+		t.Fatal(err)
+	}
+	d = w.delegate(s, nil)
+	w.advance(time.Second)
+	a, err := d.Receive(ctx, b, "ctx", true)
+	if err != nil || a.Take || statusOf(t, w, a.Status, b).Reason != handoff.ReasonReplay {
+		t.Fatalf("after losing memory: %+v %v", a, err)
+	}
+	// A new offer issued after the restart is taken.
+	nb, _ := w.offer("")
+	if a, _ := d.Receive(ctx, nb, "ctx", true); !a.Take {
+		t.Fatalf("new offer: %+v", a)
+	}
+}
+
+// "Knowing the Outcome": work whose effect is in the store commits with its
+// outcome record; a failed attempt leaves neither.
+func TestRecordOutcome(t *testing.T) {
+	w := newWorld(t)
+	ctx := context.Background()
+	s, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "hops.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if _, err := s.DB().Exec(`CREATE TABLE effects (hop TEXT PRIMARY KEY)`); err != nil {
+		t.Fatal(err)
+	}
+	s.Forget(ctx, w.clock().Add(-time.Hour))
+	d := w.delegate(s, nil)
+	b, o := w.offer("")
+	if a, _ := d.Receive(ctx, b, "ctx", true); !a.Take {
+		t.Fatal("not taken")
+	}
+	boom := errors.New("disk full")
+	_, err = d.RecordOutcome(ctx, o.Iss, o.Hop, func(tx *sql.Tx) (delegate.Outcome, error) {
+		if _, err := tx.Exec(`INSERT INTO effects (hop) VALUES (?)`, o.Hop); err != nil {
+			return delegate.Outcome{}, err
+		}
+		return delegate.Outcome{}, boom
+	})
+	if !errors.Is(err, boom) {
+		t.Fatalf("got %v", err)
+	}
+	if n := count(t, s.DB()); n != 0 {
+		t.Fatalf("effect of a failed attempt committed: %d", n)
+	}
+	if r, _ := s.Get(ctx, o.Iss, o.Hop); r.State != store.Accepted {
+		t.Fatalf("state %s after a failed attempt", r.State)
+	}
+	st, err := d.RecordOutcome(ctx, o.Iss, o.Hop, func(tx *sql.Tx) (delegate.Outcome, error) {
+		_, err := tx.Exec(`INSERT INTO effects (hop) VALUES (?)`, o.Hop)
+		return delegate.Outcome{State: store.Completed}, err
+	})
+	if err != nil || statusOf(t, w, st, b).State != handoff.StateCompleted || count(t, s.DB()) != 1 {
+		t.Fatalf("outcome: %v", err)
+	}
+	// Never twice.
+	_, err = d.RecordOutcome(ctx, o.Iss, o.Hop, func(tx *sql.Tx) (delegate.Outcome, error) {
+		t.Fatal("work ran again")
+		return delegate.Outcome{}, nil
+	})
+	if !errors.Is(err, store.ErrConflict) {
+		t.Fatalf("second outcome: %v", err)
+	}
+}
+
+func count(t *testing.T, db *sql.DB) int {
+	var n int
+	if err := db.QueryRow(`SELECT COUNT(*) FROM effects`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// "Knowing the Outcome": an outcome that cannot be learned keeps the hop
+// accepted and is flagged; a failed outcome must say what took effect.
+func TestUnknownOutcome(t *testing.T) {
+	w := newWorld(t)
+	d := w.delegate(w.freshStore(), nil)
+	ctx := context.Background()
+	b, o := w.offer("")
+	a, _ := d.Receive(ctx, b, "ctx", true)
+	if err := d.Unknown(ctx, o.Iss, o.Hop, "the payment service timed out"); err != nil {
+		t.Fatal(err)
+	}
+	again, _ := d.Receive(ctx, b, "ctx", true)
+	if !bytes.Equal(again.Status.Octets, a.Status.Octets) {
+		t.Fatal("retransmission of an unknown outcome is not the accepted status")
+	}
+	if _, err := d.Finish(ctx, o.Iss, o.Hop, delegate.Outcome{State: store.Failed}); err == nil {
+		t.Fatal("failed without refs or NoEffect accepted")
+	}
+	expectFlag(t, d, store.FlagUnknownOutcome)
+	if _, err := d.Finish(ctx, o.Iss, o.Hop, delegate.Outcome{State: store.Failed, NoEffect: true}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Lifecycle: "canceled" from the delegator stops the work; it does not
+// show that the work took no effect, so the outcome is still recorded.
+func TestCancel(t *testing.T) {
+	w := newWorld(t)
+	var stopped int
+	s := w.freshStore()
+	d := w.delegate(s, func(c *delegate.Config) { c.Stop = func(string, string) { stopped++ } })
+	ctx := context.Background()
+	b, o := w.offer("")
+	d.Receive(ctx, b, "ctx", true)
+	h, _ := handoff.ParseHandoff(b, handoff.Limits{})
+	cancel, _ := w.signers["planner"].SignStatus(&handoff.Status{Offer: h.Offer.Digest(), Iss: "planner", Aud: "coder",
+		Iat: w.clock().Unix(), State: handoff.StateCanceled}, handoff.FormCOSE)
+	r, err := d.Cancel(ctx, cancel, o.Iss, o.Hop)
+	if err != nil || !r.Canceled || stopped != 1 {
+		t.Fatalf("%+v %v %d", r, err, stopped)
+	}
+	forged, _ := w.signers["coder"].SignStatus(&handoff.Status{Offer: h.Offer.Digest(), Iss: "coder", Aud: "planner",
+		Iat: w.clock().Unix(), State: handoff.StateCanceled}, handoff.FormJWS)
+	if _, err := d.Cancel(ctx, forged, o.Iss, o.Hop); err == nil {
+		t.Fatal("a cancel from the delegate itself was accepted")
+	}
+	if _, err := d.Finish(ctx, o.Iss, o.Hop, delegate.Outcome{State: store.Completed}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Retention: under a steady stream of offers the sweeper keeps the store
+// bounded; accepted hops with unknown outcome stay.
+func TestSweepBounded(t *testing.T) {
+	w := newWorld(t)
+	s := w.freshStore()
+	d := w.delegate(s, func(c *delegate.Config) { c.Retention = time.Minute })
+	ctx := context.Background()
+	_, stuck := w.offer("")
+	sb, stuck := w.offer("")
+	d.Receive(ctx, sb, "ctx", true)
+	max := 0
+	for i := 0; i < 600; i++ {
+		b, o := w.offer("")
+		if a, _ := d.Receive(ctx, b, "ctx", true); !a.Take {
+			t.Fatal("not taken")
+		}
+		d.Finish(ctx, o.Iss, o.Hop, delegate.Outcome{State: store.Completed})
+		w.advance(time.Second)
+		if i%30 == 0 {
+			d.Sweep(ctx)
+		}
+		if s.Len() > max {
+			max = s.Len()
+		}
+	}
+	// exp is 120 s, skew 60 s, retention 60 s: about 240 s of offers live.
+	if max > 300 {
+		t.Fatalf("store grew to %d records", max)
+	}
+	if _, err := s.Get(ctx, stuck.Iss, stuck.Hop); err != nil {
+		t.Fatalf("an accepted hop with unknown outcome was swept: %v", err)
+	}
+}

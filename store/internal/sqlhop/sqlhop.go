@@ -1,0 +1,395 @@
+// Package sqlhop is the one SQL implementation of store.Store behind the
+// SQLite and PostgreSQL stores; a Dialect carries their few differences.
+package sqlhop
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/quantumlearningmachines/handoff"
+	"github.com/quantumlearningmachines/handoff/store"
+)
+
+// Dialect is what differs between the databases.
+type Dialect struct {
+	Name       string
+	Migrations []string // migration i+1 is Migrations[i]; applied in order, once
+	// LockMigrations runs in the migration transaction before the version
+	// is read, so that concurrent openers apply each migration once.
+	LockMigrations string
+	// ForUpdate is appended to the SELECT that reads a hop inside
+	// RecordOutcome ("FOR UPDATE" in PostgreSQL; SQLite transactions are
+	// IMMEDIATE and already hold the write lock).
+	ForUpdate string
+	Dollar    bool // placeholders are $1, $2 ... instead of ?
+}
+
+// DB is a store.Store over database/sql.
+type DB struct {
+	db *sql.DB
+	d  Dialect
+	q  queries
+}
+
+type queries struct {
+	claim, get, transition, transitionKeep, cancel, equivocated, raise, flags, flagsAll, resolve, sweep, getSince, forget, setSince, getForUpdate string
+}
+
+const hopCols = `iss, hop, digest_alg, digest, offer, offer_form, state, status, status_form, canceled, equivocated, received, keep_until, decided`
+
+func (d Dialect) bind(q string) string {
+	if !d.Dollar {
+		return q
+	}
+	var b strings.Builder
+	n := 0
+	for i := 0; i < len(q); i++ {
+		if q[i] == '?' {
+			n++
+			b.WriteString("$" + strconv.Itoa(n))
+			continue
+		}
+		b.WriteByte(q[i])
+	}
+	return b.String()
+}
+
+// Open wraps db, applying any migrations not yet applied. now stamps the
+// store's Since when the schema is created.
+func Open(ctx context.Context, db *sql.DB, d Dialect, now time.Time) (*DB, error) {
+	s := &DB{db: db, d: d}
+	if err := s.migrate(ctx, now); err != nil {
+		return nil, err
+	}
+	b := d.bind
+	s.q = queries{
+		claim: b(`INSERT INTO hops (` + hopCols + `) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?) ON CONFLICT (iss, hop) DO NOTHING`),
+		get:   b(`SELECT ` + hopCols + ` FROM hops WHERE iss = ? AND hop = ?`),
+		transition: b(`UPDATE hops SET state = ?, status = ?, status_form = ?, decided = ?
+			WHERE iss = ? AND hop = ? AND state = ?`),
+		transitionKeep: b(`UPDATE hops SET state = ?, decided = ? WHERE iss = ? AND hop = ? AND state = ?`),
+		cancel:         b(`UPDATE hops SET canceled = 1 WHERE iss = ? AND hop = ?`),
+		equivocated:    b(`UPDATE hops SET equivocated = 1 WHERE iss = ? AND hop = ?`),
+		raise:          b(`INSERT INTO flags (kind, iss, hop, detail, created) VALUES (?,?,?,?,?) RETURNING id`),
+		flags:          b(`SELECT id, kind, iss, hop, detail, created, resolved, resolution FROM flags WHERE resolved = 0 ORDER BY id`),
+		flagsAll:       b(`SELECT id, kind, iss, hop, detail, created, resolved, resolution FROM flags ORDER BY id`),
+		resolve:        b(`UPDATE flags SET resolved = ?, resolution = ? WHERE id = ? AND resolved = 0`),
+		sweep: b(`DELETE FROM hops WHERE keep_until < ? AND (
+			(state IN ('rejected', 'completed', 'failed') AND decided < ?) OR state = 'received')`),
+		getSince:     b(`SELECT v FROM meta WHERE k = 'since'`),
+		forget:       b(`DELETE FROM hops`),
+		setSince:     b(`UPDATE meta SET v = ? WHERE k = 'since'`),
+		getForUpdate: b(`SELECT ` + hopCols + ` FROM hops WHERE iss = ? AND hop = ? ` + d.ForUpdate),
+	}
+	return s, nil
+}
+
+// DB returns the underlying database, for the caller's own tables.
+func (s *DB) DB() *sql.DB { return s.db }
+
+func (s *DB) migrate(ctx context.Context, now time.Time) error {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("store: migrate: %w", err)
+	}
+	defer tx.Rollback()
+	if s.d.LockMigrations != "" {
+		if _, err := tx.ExecContext(ctx, s.d.LockMigrations); err != nil {
+			return fmt.Errorf("store: migrate: lock: %w", err)
+		}
+	}
+	if _, err := tx.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER NOT NULL)`); err != nil {
+		return fmt.Errorf("store: migrate: %w", err)
+	}
+	var v int
+	if err := tx.QueryRowContext(ctx, `SELECT COALESCE(MAX(version), 0) FROM schema_migrations`).Scan(&v); err != nil {
+		return fmt.Errorf("store: migrate: %w", err)
+	}
+	if v > len(s.d.Migrations) {
+		return fmt.Errorf("store: the database schema is version %d, newer than this program's %d", v, len(s.d.Migrations))
+	}
+	for i := v; i < len(s.d.Migrations); i++ {
+		for _, stmt := range strings.Split(s.d.Migrations[i], ";\n") {
+			if strings.TrimSpace(stmt) == "" {
+				continue
+			}
+			if _, err := tx.ExecContext(ctx, stmt); err != nil {
+				return fmt.Errorf("store: migration %d: %w", i+1, err)
+			}
+		}
+		if _, err := tx.ExecContext(ctx, s.d.bind(`INSERT INTO schema_migrations (version) VALUES (?)`), i+1); err != nil {
+			return fmt.Errorf("store: migration %d: %w", i+1, err)
+		}
+	}
+	if _, err := tx.ExecContext(ctx, s.d.bind(`INSERT INTO meta (k, v) VALUES ('since', ?) ON CONFLICT (k) DO NOTHING`),
+		strconv.FormatInt(now.UnixNano(), 10)); err != nil {
+		return fmt.Errorf("store: migrate: %w", err)
+	}
+	return tx.Commit()
+}
+
+func nanos(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixNano()
+}
+
+func fromNanos(n int64) time.Time {
+	if n == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, n)
+}
+
+type scanner interface{ Scan(...any) error }
+
+func scanHop(row scanner) (*store.Record, error) {
+	var r store.Record
+	var state string
+	var offerForm, statusForm, canceled, equivocated int
+	var received, keep, decided int64
+	if err := row.Scan(&r.Iss, &r.Hop, &r.Digest.Alg, &r.Digest.Val, &r.Offer, &offerForm, &state, &r.Status,
+		&statusForm, &canceled, &equivocated, &received, &keep, &decided); err != nil {
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil, store.ErrNotFound
+		}
+		return nil, err
+	}
+	r.OfferForm, r.StatusForm = handoff.Form(offerForm), handoff.Form(statusForm)
+	r.State = store.State(state)
+	r.Canceled, r.Equivocated = canceled != 0, equivocated != 0
+	r.Received, r.KeepUntil, r.Decided = fromNanos(received), fromNanos(keep), fromNanos(decided)
+	if !r.State.Valid() {
+		return nil, fmt.Errorf("store: hop %s of %q has an unknown state %q", r.Hop, r.Iss, state)
+	}
+	return &r, nil
+}
+
+// Claim implements store.Store.
+func (s *DB) Claim(ctx context.Context, r *store.Record) (*store.Record, bool, error) {
+	switch r.State {
+	case store.Received, store.Accepted, store.Rejected:
+	default:
+		return nil, false, fmt.Errorf("store: a hop is claimed as received, accepted or rejected, not %q", r.State)
+	}
+	if r.Iss == "" || r.Hop == "" || len(r.Offer) == 0 || len(r.Digest.Val) == 0 {
+		return nil, false, errors.New("store: a claim needs iss, hop, the offer and its digest")
+	}
+	res, err := s.db.ExecContext(ctx, s.q.claim, r.Iss, r.Hop, r.Digest.Alg, r.Digest.Val, r.Offer, int(r.OfferForm),
+		string(r.State), r.Status, int(r.StatusForm), 0, 0, nanos(r.Received), nanos(r.KeepUntil), nanos(r.Decided))
+	if err != nil {
+		return nil, false, fmt.Errorf("store: claim: %w", err)
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return nil, false, fmt.Errorf("store: claim: %w", err)
+	} else if n == 1 {
+		c := *r
+		return &c, true, nil
+	}
+	old, err := s.Get(ctx, r.Iss, r.Hop)
+	if errors.Is(err, store.ErrNotFound) {
+		// Swept between the insert and the read: the pair was past its
+		// keep time; report the conflict rather than guess.
+		return nil, false, fmt.Errorf("store: claim: the existing record of hop %s vanished; retry", r.Hop)
+	}
+	return old, false, err
+}
+
+// Get implements store.Store.
+func (s *DB) Get(ctx context.Context, iss, hop string) (*store.Record, error) {
+	return scanHop(s.db.QueryRowContext(ctx, s.q.get, iss, hop))
+}
+
+// Transition implements store.Store.
+func (s *DB) Transition(ctx context.Context, iss, hop string, from, to store.State, status []byte, form handoff.Form, now time.Time) error {
+	return s.transition(ctx, s.db, iss, hop, from, to, status, form, now)
+}
+
+type execer interface {
+	ExecContext(ctx context.Context, q string, args ...any) (sql.Result, error)
+	QueryRowContext(ctx context.Context, q string, args ...any) *sql.Row
+}
+
+func (s *DB) transition(ctx context.Context, ex execer, iss, hop string, from, to store.State, status []byte, form handoff.Form, now time.Time) error {
+	if !store.CanMove(from, to) {
+		return fmt.Errorf("%w: the lifecycle does not allow %s -> %s", store.ErrConflict, from, to)
+	}
+	var decided int64
+	if to.Terminal() {
+		decided = nanos(now)
+	}
+	var res sql.Result
+	var err error
+	if status != nil {
+		res, err = ex.ExecContext(ctx, s.q.transition, string(to), status, int(form), decided, iss, hop, string(from))
+	} else {
+		res, err = ex.ExecContext(ctx, s.q.transitionKeep, string(to), decided, iss, hop, string(from))
+	}
+	if err != nil {
+		return fmt.Errorf("store: transition: %w", err)
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return err
+	} else if n == 1 {
+		return nil
+	}
+	r, err := scanHop(ex.QueryRowContext(ctx, s.q.get, iss, hop))
+	if err != nil {
+		return err
+	}
+	return fmt.Errorf("%w: hop is %s, not %s", store.ErrConflict, r.State, from)
+}
+
+// RecordOutcome runs work and records the hop's outcome in one database
+// transaction (draft "Knowing the Outcome"): the record is present exactly
+// when work's effect committed. work gets the transaction for its own
+// writes and the hop's record as it stands (locked against other
+// writers), and returns the outcome to record. If work returns an error,
+// or the commit fails, nothing is recorded and nothing of work's writes
+// takes effect.
+func (s *DB) RecordOutcome(ctx context.Context, iss, hop string, now time.Time, work func(tx *sql.Tx, r *store.Record) (store.Outcome, error)) error {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("store: outcome: %w", err)
+	}
+	defer tx.Rollback()
+	r, err := scanHop(tx.QueryRowContext(ctx, s.q.getForUpdate, iss, hop))
+	if err != nil {
+		return err
+	}
+	if r.State != store.Received && r.State != store.Accepted {
+		return fmt.Errorf("%w: hop is already %s", store.ErrConflict, r.State)
+	}
+	out, err := work(tx, r)
+	if err != nil {
+		return err
+	}
+	if out.State != store.Completed && out.State != store.Failed {
+		return fmt.Errorf("store: an outcome is completed or failed, not %q", out.State)
+	}
+	if err := s.transition(ctx, tx, iss, hop, r.State, out.State, out.Status, out.StatusForm, now); err != nil {
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("store: outcome: commit: %w", err)
+	}
+	return nil
+}
+
+// MarkCanceled implements store.Store.
+func (s *DB) MarkCanceled(ctx context.Context, iss, hop string) error {
+	return s.mark(ctx, s.q.cancel, iss, hop)
+}
+
+// MarkEquivocated implements store.Store.
+func (s *DB) MarkEquivocated(ctx context.Context, iss, hop string) error {
+	return s.mark(ctx, s.q.equivocated, iss, hop)
+}
+
+func (s *DB) mark(ctx context.Context, q, iss, hop string) error {
+	res, err := s.db.ExecContext(ctx, q, iss, hop)
+	if err != nil {
+		return fmt.Errorf("store: mark hop: %w", err)
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return err
+	} else if n == 0 {
+		return store.ErrNotFound
+	}
+	return nil
+}
+
+// Raise implements store.Store.
+func (s *DB) Raise(ctx context.Context, f store.Flag) (int64, error) {
+	var id int64
+	if err := s.db.QueryRowContext(ctx, s.q.raise, f.Kind, f.Iss, f.Hop, f.Detail, nanos(f.Created)).Scan(&id); err != nil {
+		return 0, fmt.Errorf("store: raise flag: %w", err)
+	}
+	return id, nil
+}
+
+// Flags implements store.Store.
+func (s *DB) Flags(ctx context.Context, all bool) ([]store.Flag, error) {
+	q := s.q.flags
+	if all {
+		q = s.q.flagsAll
+	}
+	rows, err := s.db.QueryContext(ctx, q)
+	if err != nil {
+		return nil, fmt.Errorf("store: flags: %w", err)
+	}
+	defer rows.Close()
+	var out []store.Flag
+	for rows.Next() {
+		var f store.Flag
+		var created, resolved int64
+		if err := rows.Scan(&f.ID, &f.Kind, &f.Iss, &f.Hop, &f.Detail, &created, &resolved, &f.Resolution); err != nil {
+			return nil, err
+		}
+		f.Created, f.Resolved = fromNanos(created), fromNanos(resolved)
+		out = append(out, f)
+	}
+	return out, rows.Err()
+}
+
+// Resolve implements store.Store.
+func (s *DB) Resolve(ctx context.Context, id int64, resolution string, now time.Time) error {
+	res, err := s.db.ExecContext(ctx, s.q.resolve, nanos(now), resolution, id)
+	if err != nil {
+		return fmt.Errorf("store: resolve: %w", err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return fmt.Errorf("store: no open flag %d", id)
+	}
+	return nil
+}
+
+// Sweep implements store.Store.
+func (s *DB) Sweep(ctx context.Context, now time.Time, retention time.Duration) (int, error) {
+	res, err := s.db.ExecContext(ctx, s.q.sweep, nanos(now), nanos(now.Add(-retention)))
+	if err != nil {
+		return 0, fmt.Errorf("store: sweep: %w", err)
+	}
+	n, err := res.RowsAffected()
+	return int(n), err
+}
+
+// Since implements store.Store.
+func (s *DB) Since(ctx context.Context) (time.Time, error) {
+	var v string
+	if err := s.db.QueryRowContext(ctx, s.q.getSince).Scan(&v); err != nil {
+		return time.Time{}, fmt.Errorf("store: since: %w", err)
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("store: since: corrupt value %q", v)
+	}
+	return time.Unix(0, n), nil
+}
+
+// Forget implements store.Store.
+func (s *DB) Forget(ctx context.Context, now time.Time) error {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	if _, err := tx.ExecContext(ctx, s.q.forget); err != nil {
+		return fmt.Errorf("store: forget: %w", err)
+	}
+	if _, err := tx.ExecContext(ctx, s.q.setSince, strconv.FormatInt(now.UnixNano(), 10)); err != nil {
+		return fmt.Errorf("store: forget: %w", err)
+	}
+	return tx.Commit()
+}
+
+// Close implements store.Store.
+func (s *DB) Close() error { return s.db.Close() }
+
+var _ store.Store = (*DB)(nil)

@@ -1,0 +1,252 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/quantumlearningmachines/handoff"
+)
+
+// Memory is a Store in process memory: for tests, and for a delegate that
+// has no durable state (its Since is its start, so after a restart the
+// delegate rejects earlier offers as "replay").
+type Memory struct {
+	mu     sync.Mutex
+	hops   map[[2]string]*Record
+	flags  []Flag
+	since  time.Time
+	closed bool
+}
+
+// NewMemory returns an empty store whose memory begins at now.
+func NewMemory(now time.Time) *Memory {
+	return &Memory{hops: map[[2]string]*Record{}, since: now}
+}
+
+func clone(r *Record) *Record {
+	c := *r
+	c.Offer = append([]byte(nil), r.Offer...)
+	if r.Status != nil {
+		c.Status = append([]byte(nil), r.Status...)
+	}
+	c.Digest.Val = append([]byte(nil), r.Digest.Val...)
+	return &c
+}
+
+func (m *Memory) lock() error {
+	m.mu.Lock()
+	if m.closed {
+		m.mu.Unlock()
+		return ErrClosed
+	}
+	return nil
+}
+
+// Claim implements Store.
+func (m *Memory) Claim(_ context.Context, r *Record) (*Record, bool, error) {
+	if err := checkClaim(r); err != nil {
+		return nil, false, err
+	}
+	if err := m.lock(); err != nil {
+		return nil, false, err
+	}
+	defer m.mu.Unlock()
+	k := [2]string{r.Iss, r.Hop}
+	if old, ok := m.hops[k]; ok {
+		return clone(old), false, nil
+	}
+	m.hops[k] = clone(r)
+	return clone(r), true, nil
+}
+
+func checkClaim(r *Record) error {
+	switch r.State {
+	case Received, Accepted, Rejected:
+	default:
+		return fmt.Errorf("store: a hop is claimed as received, accepted or rejected, not %q", r.State)
+	}
+	if r.Iss == "" || r.Hop == "" || len(r.Offer) == 0 || len(r.Digest.Val) == 0 {
+		return fmt.Errorf("store: a claim needs iss, hop, the offer and its digest")
+	}
+	return nil
+}
+
+// Get implements Store.
+func (m *Memory) Get(_ context.Context, iss, hop string) (*Record, error) {
+	if err := m.lock(); err != nil {
+		return nil, err
+	}
+	defer m.mu.Unlock()
+	r, ok := m.hops[[2]string{iss, hop}]
+	if !ok {
+		return nil, ErrNotFound
+	}
+	return clone(r), nil
+}
+
+// Transition implements Store.
+func (m *Memory) Transition(_ context.Context, iss, hop string, from, to State, status []byte, form handoff.Form, now time.Time) error {
+	if !CanMove(from, to) {
+		return fmt.Errorf("%w: the lifecycle does not allow %s -> %s", ErrConflict, from, to)
+	}
+	if err := m.lock(); err != nil {
+		return err
+	}
+	defer m.mu.Unlock()
+	r, ok := m.hops[[2]string{iss, hop}]
+	if !ok {
+		return ErrNotFound
+	}
+	if r.State != from {
+		return fmt.Errorf("%w: hop is %s, not %s", ErrConflict, r.State, from)
+	}
+	r.State = to
+	if status != nil {
+		r.Status, r.StatusForm = append([]byte(nil), status...), form
+	}
+	if to.Terminal() {
+		r.Decided = now
+	}
+	return nil
+}
+
+// MarkCanceled implements Store.
+func (m *Memory) MarkCanceled(_ context.Context, iss, hop string) error {
+	if err := m.lock(); err != nil {
+		return err
+	}
+	defer m.mu.Unlock()
+	r, ok := m.hops[[2]string{iss, hop}]
+	if !ok {
+		return ErrNotFound
+	}
+	r.Canceled = true
+	return nil
+}
+
+// MarkEquivocated implements Store.
+func (m *Memory) MarkEquivocated(_ context.Context, iss, hop string) error {
+	if err := m.lock(); err != nil {
+		return err
+	}
+	defer m.mu.Unlock()
+	r, ok := m.hops[[2]string{iss, hop}]
+	if !ok {
+		return ErrNotFound
+	}
+	r.Equivocated = true
+	return nil
+}
+
+// Raise implements Store.
+func (m *Memory) Raise(_ context.Context, f Flag) (int64, error) {
+	if err := m.lock(); err != nil {
+		return 0, err
+	}
+	defer m.mu.Unlock()
+	f.ID = int64(len(m.flags) + 1)
+	f.Resolved, f.Resolution = time.Time{}, ""
+	m.flags = append(m.flags, f)
+	return f.ID, nil
+}
+
+// Flags implements Store.
+func (m *Memory) Flags(_ context.Context, all bool) ([]Flag, error) {
+	if err := m.lock(); err != nil {
+		return nil, err
+	}
+	defer m.mu.Unlock()
+	var out []Flag
+	for _, f := range m.flags {
+		if all || f.Resolved.IsZero() {
+			out = append(out, f)
+		}
+	}
+	return out, nil
+}
+
+// Resolve implements Store.
+func (m *Memory) Resolve(_ context.Context, id int64, resolution string, now time.Time) error {
+	if err := m.lock(); err != nil {
+		return err
+	}
+	defer m.mu.Unlock()
+	if id < 1 || id > int64(len(m.flags)) {
+		return fmt.Errorf("store: no flag %d", id)
+	}
+	f := &m.flags[id-1]
+	if !f.Resolved.IsZero() {
+		return fmt.Errorf("store: flag %d is already resolved", id)
+	}
+	f.Resolved, f.Resolution = now, resolution
+	return nil
+}
+
+// Sweep implements Store.
+func (m *Memory) Sweep(_ context.Context, now time.Time, retention time.Duration) (int, error) {
+	if err := m.lock(); err != nil {
+		return 0, err
+	}
+	defer m.mu.Unlock()
+	n := 0
+	for k, r := range m.hops {
+		if mayGo(r, now, retention) {
+			delete(m.hops, k)
+			n++
+		}
+	}
+	return n, nil
+}
+
+// mayGo is the retention rule every store applies (draft "Freshness and
+// Replay", "Kept Records").
+func mayGo(r *Record, now time.Time, retention time.Duration) bool {
+	if !now.After(r.KeepUntil) {
+		return false
+	}
+	switch {
+	case r.State.Terminal():
+		return now.After(r.Decided.Add(retention))
+	case r.State == Received:
+		return true
+	}
+	return false // Accepted: kept until the outcome is known or resolved
+}
+
+// Since implements Store.
+func (m *Memory) Since(context.Context) (time.Time, error) {
+	if err := m.lock(); err != nil {
+		return time.Time{}, err
+	}
+	defer m.mu.Unlock()
+	return m.since, nil
+}
+
+// Forget implements Store.
+func (m *Memory) Forget(_ context.Context, now time.Time) error {
+	if err := m.lock(); err != nil {
+		return err
+	}
+	defer m.mu.Unlock()
+	m.hops = map[[2]string]*Record{}
+	m.since = now
+	return nil
+}
+
+// Close implements Store.
+func (m *Memory) Close() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.closed = true
+	return nil
+}
+
+// Len returns the number of hop records.
+func (m *Memory) Len() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.hops)
+}
+

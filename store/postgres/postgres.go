@@ -1,0 +1,78 @@
+// Package postgres is the hop store for fleets of delegate replicas that
+// share one PostgreSQL database, through github.com/jackc/pgx/v5. The
+// (iss, hop) claim is an INSERT ... ON CONFLICT DO NOTHING on the primary
+// key, so two replicas racing on one offer can never both take it.
+package postgres
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"time"
+
+	_ "github.com/jackc/pgx/v5/stdlib" // the database/sql driver "pgx"
+
+	"github.com/quantumlearningmachines/handoff/store/internal/sqlhop"
+)
+
+// Store is a PostgreSQL hop store. It implements store.Store and, for work
+// whose effect lives in the same database, RecordOutcome.
+type Store = sqlhop.DB
+
+var dialect = sqlhop.Dialect{
+	Name:   "postgres",
+	Dollar: true,
+	// One transaction-scoped advisory lock serializes replicas that open
+	// the store at the same time, so each migration runs once.
+	LockMigrations: `SELECT pg_advisory_xact_lock(7266616)`,
+	ForUpdate:      "FOR UPDATE",
+	Migrations: []string{`
+CREATE TABLE meta (k TEXT PRIMARY KEY, v TEXT NOT NULL);
+CREATE TABLE hops (
+  iss TEXT NOT NULL,
+  hop TEXT NOT NULL,
+  digest_alg TEXT NOT NULL,
+  digest BYTEA NOT NULL,
+  offer BYTEA NOT NULL,
+  offer_form INTEGER NOT NULL,
+  state TEXT NOT NULL,
+  status BYTEA,
+  status_form INTEGER NOT NULL DEFAULT 0,
+  canceled INTEGER NOT NULL DEFAULT 0,
+  equivocated INTEGER NOT NULL DEFAULT 0,
+  received BIGINT NOT NULL,
+  keep_until BIGINT NOT NULL,
+  decided BIGINT NOT NULL DEFAULT 0,
+  PRIMARY KEY (iss, hop)
+);
+CREATE INDEX hops_keep_until ON hops (keep_until);
+CREATE TABLE flags (
+  id BIGSERIAL PRIMARY KEY,
+  kind TEXT NOT NULL,
+  iss TEXT NOT NULL,
+  hop TEXT NOT NULL,
+  detail TEXT NOT NULL,
+  created BIGINT NOT NULL,
+  resolved BIGINT NOT NULL DEFAULT 0,
+  resolution TEXT NOT NULL DEFAULT ''
+)`},
+}
+
+// Open connects to the database named by dsn (a libpq connection string
+// or URL) and applies any schema migrations not yet applied.
+func Open(ctx context.Context, dsn string) (*Store, error) {
+	db, err := sql.Open("pgx", dsn)
+	if err != nil {
+		return nil, fmt.Errorf("store: postgres: %w", err)
+	}
+	if err := db.PingContext(ctx); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("store: postgres: %w", err)
+	}
+	s, err := sqlhop.Open(ctx, db, dialect, time.Now())
+	if err != nil {
+		db.Close()
+		return nil, fmt.Errorf("store: postgres: %w", err)
+	}
+	return s, nil
+}

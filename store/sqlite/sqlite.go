@@ -1,0 +1,84 @@
+// Package sqlite is the embedded default hop store: SQLite through the
+// pure-Go modernc.org/sqlite driver, in WAL mode with synchronous=FULL, so a
+// record is on disk before the status that depends on it leaves. Zero
+// set-up: a file path.
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"net/url"
+	"time"
+
+	_ "modernc.org/sqlite" // the database/sql driver "sqlite"
+
+	"github.com/quantumlearningmachines/handoff/store/internal/sqlhop"
+)
+
+// Store is a SQLite hop store. It implements store.Store and, for work
+// whose effect lives in the same database, RecordOutcome.
+type Store = sqlhop.DB
+
+var dialect = sqlhop.Dialect{
+	Name: "sqlite",
+	Migrations: []string{`
+CREATE TABLE meta (k TEXT PRIMARY KEY, v TEXT NOT NULL);
+CREATE TABLE hops (
+  iss TEXT NOT NULL,
+  hop TEXT NOT NULL,
+  digest_alg TEXT NOT NULL,
+  digest BLOB NOT NULL,
+  offer BLOB NOT NULL,
+  offer_form INTEGER NOT NULL,
+  state TEXT NOT NULL,
+  status BLOB,
+  status_form INTEGER NOT NULL DEFAULT 0,
+  canceled INTEGER NOT NULL DEFAULT 0,
+  equivocated INTEGER NOT NULL DEFAULT 0,
+  received INTEGER NOT NULL,
+  keep_until INTEGER NOT NULL,
+  decided INTEGER NOT NULL DEFAULT 0,
+  PRIMARY KEY (iss, hop)
+) WITHOUT ROWID;
+CREATE INDEX hops_keep_until ON hops (keep_until);
+CREATE TABLE flags (
+  id INTEGER PRIMARY KEY AUTOINCREMENT,
+  kind TEXT NOT NULL,
+  iss TEXT NOT NULL,
+  hop TEXT NOT NULL,
+  detail TEXT NOT NULL,
+  created INTEGER NOT NULL,
+  resolved INTEGER NOT NULL DEFAULT 0,
+  resolution TEXT NOT NULL DEFAULT ''
+)`},
+}
+
+// DSN returns the driver's data source name for a database file: WAL,
+// synchronous=FULL (a commit is durable when it returns), a busy timeout
+// for other processes sharing the file, and IMMEDIATE transactions so that
+// a transaction that will write takes the write lock at its start.
+func DSN(path string) string {
+	q := url.Values{}
+	q.Add("_pragma", "journal_mode(WAL)")
+	q.Add("_pragma", "synchronous(FULL)")
+	q.Add("_pragma", "busy_timeout(10000)")
+	q.Add("_pragma", "foreign_keys(1)")
+	q.Set("_txlock", "immediate")
+	return "file:" + path + "?" + q.Encode()
+}
+
+// Open opens (creating if needed) the hop store in the SQLite file at
+// path, and applies any schema migrations not yet applied.
+func Open(ctx context.Context, path string) (*Store, error) {
+	db, err := sql.Open("sqlite", DSN(path))
+	if err != nil {
+		return nil, fmt.Errorf("store: sqlite %s: %w", path, err)
+	}
+	s, err := sqlhop.Open(ctx, db, dialect, time.Now())
+	if err != nil {
+		db.Close()
+		return nil, fmt.Errorf("store: sqlite %s: %w", path, err)
+	}
+	return s, nil
+}

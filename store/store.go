@@ -1,0 +1,173 @@
+// Package store keeps the delegate's hop records (draft "Freshness and
+// Replay", "Lifecycle", "Asking Again", "Knowing the Outcome", "Kept
+// Records"): for each (iss, hop) that passed the first three receiving
+// checks, the digest and octets of the first offer, the hop's state, and the
+// exact octets of the last status sent, so that a retransmission is
+// answered from the record and never processed again, equivocation is
+// detected, and nothing is lost across a restart.
+//
+// Three implementations pass one conformance suite (store/storetest):
+// Memory (tests, a process without durable state), SQLite (the embedded
+// default, store/sqlite) and PostgreSQL (fleets of delegate replicas
+// sharing one store, store/postgres). The claim of an (iss, hop) is an
+// atomic insert-if-absent in the store itself, so two processes racing on
+// one offer can never both take it.
+package store
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/quantumlearningmachines/handoff"
+)
+
+// State is a hop's state as the delegate keeps it.
+type State string
+
+// The delegate's states. Received is a hop remembered with no decision
+// yet (it passed steps 1-3; the process may have stopped before deciding);
+// Accepted is taken work whose outcome is not known; the rest are terminal
+// for the delegate.
+const (
+	Received  State = "received"
+	Accepted  State = "accepted"
+	Rejected  State = "rejected"
+	Completed State = "completed"
+	Failed    State = "failed"
+)
+
+// Valid reports whether s is one of the states.
+func (s State) Valid() bool {
+	switch s {
+	case Received, Accepted, Rejected, Completed, Failed:
+		return true
+	}
+	return false
+}
+
+// Terminal reports whether the delegate has sent its last word on the hop.
+func (s State) Terminal() bool { return s == Rejected || s == Completed || s == Failed }
+
+// CanMove reports whether the lifecycle allows from -> to (draft
+// "Lifecycle"): at most one of accepted and rejected, at most one of
+// completed and failed, never rejected once taken, completed or failed
+// with or without accepted first, nothing after a terminal state.
+func CanMove(from, to State) bool {
+	switch from {
+	case Received:
+		return to == Accepted || to == Rejected || to == Completed || to == Failed
+	case Accepted:
+		return to == Completed || to == Failed
+	}
+	return false
+}
+
+// Record is what a delegate keeps for one hop.
+type Record struct {
+	Iss, Hop   string
+	Digest     handoff.Digest // handoff digest of the first offer that passed steps 1-3
+	Offer      []byte         // that offer's signed octets, exactly as received
+	OfferForm  handoff.Form
+	State      State
+	Status     []byte // exact octets of the last status sent; nil when none was sent
+	StatusForm handoff.Form
+	Canceled   bool      // a valid "canceled" from the delegator was received
+	// Equivocated: a second, different offer for this (iss, hop) was seen
+	// (draft "Forks, Concurrency, and Equivocation"); a "failed" sent for
+	// the hop then carries reason "equivocation".
+	Equivocated bool
+	Received   time.Time // when the record was made
+	KeepUntil  time.Time // never forgotten before: the offer's exp plus the skew
+	Decided    time.Time // when a terminal state was recorded; zero before
+}
+
+// Outcome is the terminal record of taken work, written by a SQL store's
+// RecordOutcome in the same transaction as the work's effect: the state
+// and the exact octets of the status that says so.
+type Outcome struct {
+	State      State // Completed or Failed
+	Status     []byte
+	StatusForm handoff.Form
+}
+
+// Key names a hop.
+func (r *Record) Key() (string, string) { return r.Iss, r.Hop }
+
+// Flag kinds raised to the operator.
+const (
+	FlagEquivocation      = "equivocation"       // a second offer for a remembered (iss, hop)
+	FlagConflictingInputs = "conflicting-inputs" // inputs that contradict each other or the record
+	FlagUnknownOutcome    = "unknown-outcome"    // a hop whose outcome cannot be learned
+)
+
+// Flag is something the operator must look at.
+type Flag struct {
+	ID         int64
+	Kind       string
+	Iss, Hop   string
+	Detail     string
+	Created    time.Time
+	Resolved   time.Time // zero while open
+	Resolution string
+}
+
+// Errors.
+var (
+	ErrNotFound = errors.New("store: no record for this hop")
+	// ErrConflict: the hop is not in the state the transition starts
+	// from (another process moved it, or the lifecycle forbids the move).
+	ErrConflict = errors.New("store: hop is not in the expected state")
+	// ErrClosed: the store was closed.
+	ErrClosed = errors.New("store: closed")
+)
+
+// Store is a hop store. All methods are safe for concurrent use by many
+// goroutines, and for SQL stores by many processes sharing the database.
+type Store interface {
+	// Claim stores r unless a record for (r.Iss, r.Hop) exists, in one
+	// atomic step. It returns the record now stored (r, or the one that
+	// was there) and whether this call stored it. r.State must be
+	// Received, Accepted or Rejected (a rejection is recorded with the
+	// status it sends).
+	Claim(ctx context.Context, r *Record) (*Record, bool, error)
+
+	// Get returns the record of a hop, or ErrNotFound.
+	Get(ctx context.Context, iss, hop string) (*Record, error)
+
+	// Transition moves a hop from one state to another (CanMove), storing
+	// the status sent for it (nil keeps the last one), and stamps Decided
+	// when to is terminal. It fails with ErrConflict when the hop is not in
+	// state from, and with ErrNotFound when there is no record.
+	Transition(ctx context.Context, iss, hop string, from, to State, status []byte, form handoff.Form, now time.Time) error
+
+	// MarkCanceled notes that a valid "canceled" for the hop was received.
+	MarkCanceled(ctx context.Context, iss, hop string) error
+	// MarkEquivocated notes that a second, different offer for the hop
+	// was seen.
+	MarkEquivocated(ctx context.Context, iss, hop string) error
+
+	// Raise records a flag for the operator and returns its id.
+	Raise(ctx context.Context, f Flag) (int64, error)
+	// Flags lists flags, oldest first; open ones only unless all is set.
+	Flags(ctx context.Context, all bool) ([]Flag, error)
+	// Resolve closes a flag with the operator's resolution.
+	Resolve(ctx context.Context, id int64, resolution string, now time.Time) error
+
+	// Sweep removes the records that may go at now: past KeepUntil, and
+	// either terminal for longer than retention, or Received (nothing was
+	// ever sent for them). Accepted hops stay until their outcome is
+	// recorded or the operator resolves them. It returns how many went.
+	Sweep(ctx context.Context, now time.Time, retention time.Duration) (int, error)
+
+	// Since is when this store's memory begins: when it was created, or
+	// when its records were last dropped (Forget). A delegate rejects
+	// offers issued before Since with reason "replay" until the maximum
+	// lifetime has passed (draft "Replay and Freshness").
+	Since(ctx context.Context) (time.Time, error)
+
+	// Forget drops every hop record (not the flags) and sets Since to now.
+	Forget(ctx context.Context, now time.Time) error
+
+	Close() error
+}
