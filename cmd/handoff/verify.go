@@ -11,6 +11,7 @@ import (
 
 	"github.com/quantumlearningmachines/handoff"
 	"github.com/quantumlearningmachines/handoff/internal/wire"
+	"github.com/quantumlearningmachines/handoff/store"
 	"github.com/quantumlearningmachines/handoff/trust"
 )
 
@@ -115,13 +116,17 @@ func cmdVerify(e env, args []string) error {
 	}
 	opts := handoff.Options{Me: *me, Keys: keys, Skew: skew, MaxLifetime: maxLife, Limits: lim,
 		RequireFullChain: *full, Now: now.now}
-	var st *fileState
 	if *stateDir != "" {
-		if st, err = openState(*stateDir, now.now); err != nil {
+		st, err := openState(*stateDir)
+		if err != nil {
 			return err
 		}
-		defer st.close()
-		opts.Memory = st
+		defer st.Close()
+		// Records past their keep time go before this run's checks.
+		if _, err := st.Sweep(context.Background(), now.now(), 0); err != nil {
+			return err
+		}
+		opts.Memory = store.Replay(st, now.now)
 	}
 	r, err := handoff.NewReceiver(opts)
 	if err != nil {
@@ -164,11 +169,6 @@ func cmdVerify(e env, args []string) error {
 		}
 		if res.Err != nil {
 			fmt.Fprintf(e.stderr, "handoff: %s: %v\n", f, res.Err)
-		}
-	}
-	if st != nil {
-		if err := st.save(); err != nil {
-			return err
 		}
 	}
 	if !allAccepted {
