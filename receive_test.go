@@ -518,3 +518,22 @@ func corrupt(e Element) Element {
 	}
 	return Element{Form: e.Form, Octets: b}
 }
+
+// TestSince checks the restart rule (draft "Replay and Freshness"): an
+// offer not remembered whose iat is before the memory began is "replay";
+// one issued after is judged as usual.
+func TestSince(t *testing.T) {
+	f := newFixture(t)
+	since := time.Unix(f.now-5, 0)
+	r := f.receiver(func(o *Options) { o.Since = since })
+	old := f.offer("planner", "me") // iat = now - 10
+	res, err := r.Receive(context.Background(), encode(t, f.resign("planner", old, FormJWS, nil), JSON), "")
+	if !errors.Is(err, ErrReplay) || res.Reason != ReasonReplay {
+		t.Fatalf("offer from before the restart: %v %v", res.Outcome, err)
+	}
+	fresh := f.offer("planner", "me")
+	fresh.Iat = f.now - 1
+	if res, err := r.Receive(context.Background(), encode(t, f.resign("planner", fresh, FormCOSE, nil), CBOR), ""); res.Outcome != Accepted {
+		t.Fatalf("offer from after the restart: %v %v", res.Outcome, err)
+	}
+}
