@@ -87,7 +87,8 @@ func (r *Receiver) checkChain(h *Handoff, o *Offer) ([]ChainElement, ChainQualit
 		if a.Iat > b.Iat {
 			return nil, "", fail(ReasonBrokenChain, index(i), "iat", "iat %d is before chain[%d].iat %d", b.Iat, i-1, a.Iat)
 		}
-		if b.Iat > a.Exp+skew {
+		if b.Iat-skew > a.Exp { // not a.Exp+skew: a.Exp may be the largest int64
+
 			return nil, "", fail(ReasonBrokenChain, index(i), "iat", "iat %d is after chain[%d].exp %d plus skew", b.Iat, i-1, a.Exp)
 		}
 	}

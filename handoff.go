@@ -82,6 +82,11 @@ func ParseHandoff(b []byte, lim Limits) (*Handoff, error) {
 			if el.Octets == nil {
 				return h, prefixMember(fmt.Sprintf("chain[%d]", i), err)
 			}
+			if err != nil {
+				// Text that is not a signed element in this encoding (base64url
+				// in CBOR, a malformed JWS) is a broken chain element (D6).
+				el = Element{Form: FormInvalid, Octets: []byte(x.(string))}
+			}
 			// Text that is neither a JWS nor base64url is a broken chain
 			// element (D6), not a malformed Handoff: keep it as FormInvalid.
 			h.Chain[i] = el

@@ -203,8 +203,13 @@ func (m members) time(name string) (int64, error) {
 		return 0, malformed(name, "missing")
 	}
 	u, ok := v.(uint64)
-	if !ok || u > math.MaxInt64 {
+	if !ok {
 		return 0, malformed(name, "is %s, want a non-negative integer", wire.TypeName(v))
+	}
+	if u > math.MaxInt64 {
+		// A valid Time (uint), but beyond any clock: read as the largest
+		// int64, so it is never fresh and never in the past.
+		u = math.MaxInt64
 	}
 	return int64(u), nil
 }
@@ -296,11 +301,15 @@ func decodePrincipal(v any) (*Principal, error) {
 	return p, nil
 }
 
-var uriScheme = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9+.-]*:[^\x00-\x20"<>\\^{|}#` + "`" + `\x7f]*$`)
+// absoluteURI is RFC 3986 absolute-URI = scheme ":" hier-part [ "?" query ]
+// over its character set: unreserved, sub-delims, ":", "@", "/", "?" and
+// percent-encoded octets. IP-literal hosts ("[...]") are not accepted in
+// a kind name.
+var absoluteURI = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9+.-]*:(?:[A-Za-z0-9\-._~!$&'()*+,;=:@/?]|%[0-9A-Fa-f]{2})*$`)
 
 // IsAbsoluteURI reports whether s is an RFC 3986 absolute-URI (a scheme,
 // no fragment), as a ContextRef kind that the draft does not list must be.
-func IsAbsoluteURI(s string) bool { return uriScheme.MatchString(s) }
+func IsAbsoluteURI(s string) bool { return absoluteURI.MatchString(s) }
 
 func knownKind(k string) bool {
 	switch k {

@@ -162,6 +162,11 @@ var errNoKey = errors.New("no trusted key")
 func (p *parsed) verifyWith(keys KeySource, iss string) (*trust.Key, error) {
 	kid := ""
 	if p.hasKid {
+		if p.kid == "" {
+			// A kid that is given but empty names no key (D10); it must
+			// not widen to every key bound to iss.
+			return nil, fmt.Errorf("%w for %q: the message's kid is empty", errNoKey, iss)
+		}
 		kid = p.kid
 	}
 	ks := keys.Keys(iss, kid)

@@ -3,35 +3,18 @@ package wire
 import (
 	"bytes"
 	"encoding/binary"
+	"encoding/hex"
+	"errors"
 	"fmt"
+	"math"
+	"math/big"
 	"sort"
+	"strconv"
+	"unicode/utf8"
 
 	"github.com/fxamacker/cbor/v2"
+	"github.com/x448/float16"
 )
-
-// decMode is the one hardened CBOR decoding mode of the module: duplicate
-// map keys rejected, indefinite lengths rejected, nesting and sizes bounded,
-// invalid UTF-8 rejected, no trailing data. Built once.
-var decMode = func() cbor.DecMode {
-	m, err := cbor.DecOptions{
-		DupMapKey:        cbor.DupMapKeyEnforcedAPF,
-		IndefLength:      cbor.IndefLengthForbidden,
-		MaxNestedLevels:  MaxDepth,
-		MaxArrayElements: 65536,
-		MaxMapPairs:      65536,
-		TagsMd:           cbor.TagsAllowed,
-		IntDec:           cbor.IntDecConvertNone,
-		UTF8:             cbor.UTF8RejectInvalid,
-	}.DecMode()
-	if err != nil {
-		panic(err) // constant options: a failure is a programming error
-	}
-	return m
-}()
-
-// DecMode returns the hardened decoding mode, for other packages that decode
-// CBOR structures (COSE) under the same rules.
-func DecMode() cbor.DecMode { return decMode }
 
 var encMode = func() cbor.EncMode {
 	m, err := cbor.EncOptions{
@@ -48,13 +31,185 @@ var encMode = func() cbor.EncMode {
 	return m
 }()
 
-// DecodeCBOR strictly decodes one CBOR data item (see decMode).
+// DecodeCBOR strictly decodes one CBOR data item: well-formed (RFC 8949
+// section 5.3.1), definite lengths only, text valid UTF-8, no duplicate map
+// keys (compared by value, so 1 and a non-minimal 1 are the same key),
+// nesting at most MaxDepth, no trailing data. Non-minimal integer heads
+// are accepted. Tags are not interpreted: a tag is kept as a cbor.Tag
+// around its decoded content, whatever its number (tag 0 around an
+// integer is as well-formed as any other), so an unknown member keeps
+// whatever well-formed CBOR it holds (D3).
 func DecodeCBOR(b []byte) (any, error) {
-	var v any
-	if err := decMode.Unmarshal(b, &v); err != nil {
+	d := cborDecoder{b: b}
+	v, err := d.value(0)
+	if err != nil {
 		return nil, fmt.Errorf("%w: CBOR: %v", ErrSyntax, err)
 	}
+	if d.off != len(b) {
+		return nil, fmt.Errorf("%w: CBOR: %d octets of trailing data", ErrSyntax, len(b)-d.off)
+	}
 	return v, nil
+}
+
+type cborDecoder struct {
+	b   []byte
+	off int
+}
+
+var errTruncated = errors.New("truncated")
+
+// head reads an initial byte and its argument.
+func (d *cborDecoder) head() (major, ai byte, arg uint64, err error) {
+	if d.off >= len(d.b) {
+		return 0, 0, 0, errTruncated
+	}
+	ib := d.b[d.off]
+	d.off++
+	major, ai = ib>>5, ib&0x1f
+	switch {
+	case ai < 24:
+		return major, ai, uint64(ai), nil
+	case ai <= 27:
+		n := 1 << (ai - 24)
+		if len(d.b)-d.off < n {
+			return 0, 0, 0, errTruncated
+		}
+		for _, c := range d.b[d.off : d.off+n] {
+			arg = arg<<8 | uint64(c)
+		}
+		d.off += n
+		return major, ai, arg, nil
+	case ai == 31:
+		return 0, 0, 0, errors.New("indefinite length")
+	}
+	return 0, 0, 0, fmt.Errorf("reserved additional information %d", ai)
+}
+
+func (d *cborDecoder) take(n uint64) ([]byte, error) {
+	if n > uint64(len(d.b)-d.off) {
+		return nil, errTruncated
+	}
+	s := d.b[d.off : d.off+int(n)]
+	d.off += int(n)
+	return s, nil
+}
+
+func (d *cborDecoder) value(depth int) (any, error) {
+	if depth > MaxDepth {
+		return nil, errors.New("nested too deeply")
+	}
+	major, ai, arg, err := d.head()
+	if err != nil {
+		return nil, err
+	}
+	switch major {
+	case 0:
+		return arg, nil
+	case 1:
+		if arg > math.MaxInt64 {
+			return cbor.Tag{Number: 3, Content: new(big.Int).SetUint64(arg).Bytes()}, nil
+		}
+		return -1 - int64(arg), nil
+	case 2:
+		s, err := d.take(arg)
+		if err != nil {
+			return nil, err
+		}
+		return append([]byte{}, s...), nil
+	case 3:
+		s, err := d.take(arg)
+		if err != nil {
+			return nil, err
+		}
+		if !utf8.Valid(s) {
+			return nil, errors.New("text string is not valid UTF-8")
+		}
+		return string(s), nil
+	case 4:
+		if arg > uint64(len(d.b)-d.off) { // each element takes an octet at least
+			return nil, errTruncated
+		}
+		a := make([]any, 0, arg)
+		for i := uint64(0); i < arg; i++ {
+			v, err := d.value(depth + 1)
+			if err != nil {
+				return nil, err
+			}
+			a = append(a, v)
+		}
+		return a, nil
+	case 5:
+		if arg > uint64(len(d.b)-d.off)/2 {
+			return nil, errTruncated
+		}
+		m := make(map[any]any, arg)
+		seen := make(map[string]bool, arg)
+		for i := uint64(0); i < arg; i++ {
+			k, err := d.value(depth + 1)
+			if err != nil {
+				return nil, err
+			}
+			id, hashable := keyID(k)
+			if seen[id] {
+				return nil, fmt.Errorf("duplicate map key %s", id)
+			}
+			seen[id] = true
+			v, err := d.value(depth + 1)
+			if err != nil {
+				return nil, err
+			}
+			if !hashable {
+				// Arrays, maps and byte strings cannot be Go map keys; such
+				// a key is kept under its unique id.
+				k = id
+			}
+			m[k] = v
+		}
+		return m, nil
+	case 6:
+		c, err := d.value(depth + 1)
+		if err != nil {
+			return nil, err
+		}
+		return cbor.Tag{Number: arg, Content: c}, nil
+	}
+	// major 7: simple values and floats.
+	switch ai {
+	case 20:
+		return false, nil
+	case 21:
+		return true, nil
+	case 22:
+		return nil, nil
+	case 25:
+		return float64(float16.Frombits(uint16(arg)).Float32()), nil
+	case 26:
+		return float64(math.Float32frombits(uint32(arg))), nil
+	case 27:
+		return math.Float64frombits(arg), nil
+	case 24:
+		if arg < 32 {
+			return nil, errors.New("simple value in two octets below 32")
+		}
+	}
+	return cbor.SimpleValue(arg), nil
+}
+
+// keyID names a map key by value for duplicate detection, and says whether
+// the decoded key can itself be a Go map key.
+func keyID(k any) (string, bool) {
+	switch x := k.(type) {
+	case string:
+		return "t" + strconv.Quote(x), true
+	case uint64:
+		return "u" + strconv.FormatUint(x, 10), true
+	case int64:
+		return "n" + strconv.FormatInt(x, 10), true
+	case bool, nil, float64, cbor.SimpleValue:
+		return fmt.Sprintf("%T:%v", x, x), true
+	}
+	b, _ := encMode.Marshal(k)
+	return "x" + hex.EncodeToString(b), false
 }
 
 // EncodeCBOR writes a value tree as CBOR with definite lengths. *Map keeps
