@@ -118,7 +118,7 @@ type Answer struct {
 	Status *handoff.Element
 	// Take: this call took the work; do it exactly once, then Finish.
 	Take     bool
-	Iss, Hop string         // the hop, when the offer's payload was verified
+	Iss, Hop string        // the hop, when the offer's payload was verified
 	Record   *store.Record // the hop's record after this call, if any
 }
 

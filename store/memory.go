@@ -249,4 +249,3 @@ func (m *Memory) Len() int {
 	defer m.mu.Unlock()
 	return len(m.hops)
 }
-

@@ -72,14 +72,14 @@ type Record struct {
 	State      State
 	Status     []byte // exact octets of the last status sent; nil when none was sent
 	StatusForm handoff.Form
-	Canceled   bool      // a valid "canceled" from the delegator was received
+	Canceled   bool // a valid "canceled" from the delegator was received
 	// Equivocated: a second, different offer for this (iss, hop) was seen
 	// (draft "Forks, Concurrency, and Equivocation"); a "failed" sent for
 	// the hop then carries reason "equivocation".
 	Equivocated bool
-	Received   time.Time // when the record was made
-	KeepUntil  time.Time // never forgotten before: the offer's exp plus the skew
-	Decided    time.Time // when a terminal state was recorded; zero before
+	Received    time.Time // when the record was made
+	KeepUntil   time.Time // never forgotten before: the offer's exp plus the skew
+	Decided     time.Time // when a terminal state was recorded; zero before
 }
 
 // Outcome is the terminal record of taken work, written by a SQL store's

@@ -65,7 +65,8 @@ func DSN(path string) string {
 	q.Add("_pragma", "busy_timeout(10000)")
 	q.Add("_pragma", "foreign_keys(1)")
 	q.Set("_txlock", "immediate")
-	return "file:" + path + "?" + q.Encode()
+	// The path is escaped: "#", "?" and "%" in a file name are literal.
+	return "file:" + (&url.URL{Path: path}).EscapedPath() + "?" + q.Encode()
 }
 
 // Open opens (creating if needed) the hop store in the SQLite file at

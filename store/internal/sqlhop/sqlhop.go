@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/quantumlearningmachines/handoff"
@@ -31,9 +32,18 @@ type Dialect struct {
 
 // DB is a store.Store over database/sql.
 type DB struct {
-	db *sql.DB
-	d  Dialect
-	q  queries
+	db     *sql.DB
+	d      Dialect
+	q      queries
+	closed atomic.Bool
+}
+
+// open reports store.ErrClosed once Close was called.
+func (s *DB) open() error {
+	if s.closed.Load() {
+		return store.ErrClosed
+	}
+	return nil
 }
 
 type queries struct {
@@ -133,6 +143,13 @@ func (s *DB) migrate(ctx context.Context, now time.Time) error {
 	return tx.Commit()
 }
 
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
 func nanos(t time.Time) int64 {
 	if t.IsZero() {
 		return 0
@@ -173,6 +190,9 @@ func scanHop(row scanner) (*store.Record, error) {
 
 // Claim implements store.Store.
 func (s *DB) Claim(ctx context.Context, r *store.Record) (*store.Record, bool, error) {
+	if err := s.open(); err != nil {
+		return nil, false, err
+	}
 	switch r.State {
 	case store.Received, store.Accepted, store.Rejected:
 	default:
@@ -182,7 +202,7 @@ func (s *DB) Claim(ctx context.Context, r *store.Record) (*store.Record, bool, e
 		return nil, false, errors.New("store: a claim needs iss, hop, the offer and its digest")
 	}
 	res, err := s.db.ExecContext(ctx, s.q.claim, r.Iss, r.Hop, r.Digest.Alg, r.Digest.Val, r.Offer, int(r.OfferForm),
-		string(r.State), r.Status, int(r.StatusForm), 0, 0, nanos(r.Received), nanos(r.KeepUntil), nanos(r.Decided))
+		string(r.State), r.Status, int(r.StatusForm), boolInt(r.Canceled), boolInt(r.Equivocated), nanos(r.Received), nanos(r.KeepUntil), nanos(r.Decided))
 	if err != nil {
 		return nil, false, fmt.Errorf("store: claim: %w", err)
 	}
@@ -203,11 +223,17 @@ func (s *DB) Claim(ctx context.Context, r *store.Record) (*store.Record, bool, e
 
 // Get implements store.Store.
 func (s *DB) Get(ctx context.Context, iss, hop string) (*store.Record, error) {
+	if err := s.open(); err != nil {
+		return nil, err
+	}
 	return scanHop(s.db.QueryRowContext(ctx, s.q.get, iss, hop))
 }
 
 // Transition implements store.Store.
 func (s *DB) Transition(ctx context.Context, iss, hop string, from, to store.State, status []byte, form handoff.Form, now time.Time) error {
+	if err := s.open(); err != nil {
+		return err
+	}
 	return s.transition(ctx, s.db, iss, hop, from, to, status, form, now)
 }
 
@@ -254,6 +280,9 @@ func (s *DB) transition(ctx context.Context, ex execer, iss, hop string, from, t
 // or the commit fails, nothing is recorded and nothing of work's writes
 // takes effect.
 func (s *DB) RecordOutcome(ctx context.Context, iss, hop string, now time.Time, work func(tx *sql.Tx, r *store.Record) (store.Outcome, error)) error {
+	if err := s.open(); err != nil {
+		return err
+	}
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("store: outcome: %w", err)
@@ -284,11 +313,17 @@ func (s *DB) RecordOutcome(ctx context.Context, iss, hop string, now time.Time, 
 
 // MarkCanceled implements store.Store.
 func (s *DB) MarkCanceled(ctx context.Context, iss, hop string) error {
+	if err := s.open(); err != nil {
+		return err
+	}
 	return s.mark(ctx, s.q.cancel, iss, hop)
 }
 
 // MarkEquivocated implements store.Store.
 func (s *DB) MarkEquivocated(ctx context.Context, iss, hop string) error {
+	if err := s.open(); err != nil {
+		return err
+	}
 	return s.mark(ctx, s.q.equivocated, iss, hop)
 }
 
@@ -307,6 +342,9 @@ func (s *DB) mark(ctx context.Context, q, iss, hop string) error {
 
 // Raise implements store.Store.
 func (s *DB) Raise(ctx context.Context, f store.Flag) (int64, error) {
+	if err := s.open(); err != nil {
+		return 0, err
+	}
 	var id int64
 	if err := s.db.QueryRowContext(ctx, s.q.raise, f.Kind, f.Iss, f.Hop, f.Detail, nanos(f.Created)).Scan(&id); err != nil {
 		return 0, fmt.Errorf("store: raise flag: %w", err)
@@ -316,6 +354,9 @@ func (s *DB) Raise(ctx context.Context, f store.Flag) (int64, error) {
 
 // Flags implements store.Store.
 func (s *DB) Flags(ctx context.Context, all bool) ([]store.Flag, error) {
+	if err := s.open(); err != nil {
+		return nil, err
+	}
 	q := s.q.flags
 	if all {
 		q = s.q.flagsAll
@@ -340,6 +381,9 @@ func (s *DB) Flags(ctx context.Context, all bool) ([]store.Flag, error) {
 
 // Resolve implements store.Store.
 func (s *DB) Resolve(ctx context.Context, id int64, resolution string, now time.Time) error {
+	if err := s.open(); err != nil {
+		return err
+	}
 	res, err := s.db.ExecContext(ctx, s.q.resolve, nanos(now), resolution, id)
 	if err != nil {
 		return fmt.Errorf("store: resolve: %w", err)
@@ -352,6 +396,9 @@ func (s *DB) Resolve(ctx context.Context, id int64, resolution string, now time.
 
 // Sweep implements store.Store.
 func (s *DB) Sweep(ctx context.Context, now time.Time, retention time.Duration) (int, error) {
+	if err := s.open(); err != nil {
+		return 0, err
+	}
 	res, err := s.db.ExecContext(ctx, s.q.sweep, nanos(now), nanos(now.Add(-retention)))
 	if err != nil {
 		return 0, fmt.Errorf("store: sweep: %w", err)
@@ -362,6 +409,9 @@ func (s *DB) Sweep(ctx context.Context, now time.Time, retention time.Duration) 
 
 // Since implements store.Store.
 func (s *DB) Since(ctx context.Context) (time.Time, error) {
+	if err := s.open(); err != nil {
+		return time.Time{}, err
+	}
 	var v string
 	if err := s.db.QueryRowContext(ctx, s.q.getSince).Scan(&v); err != nil {
 		return time.Time{}, fmt.Errorf("store: since: %w", err)
@@ -375,6 +425,9 @@ func (s *DB) Since(ctx context.Context) (time.Time, error) {
 
 // Forget implements store.Store.
 func (s *DB) Forget(ctx context.Context, now time.Time) error {
+	if err := s.open(); err != nil {
+		return err
+	}
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return err
@@ -389,7 +442,12 @@ func (s *DB) Forget(ctx context.Context, now time.Time) error {
 	return tx.Commit()
 }
 
-// Close implements store.Store.
-func (s *DB) Close() error { return s.db.Close() }
+// Close implements store.Store. Calling it again does nothing.
+func (s *DB) Close() error {
+	if s.closed.Swap(true) {
+		return nil
+	}
+	return s.db.Close()
+}
 
 var _ store.Store = (*DB)(nil)
