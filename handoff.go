@@ -2,7 +2,6 @@ package handoff
 
 import (
 	"fmt"
-	"regexp"
 
 	"github.com/quantumlearningmachines/handoff/internal/wire"
 )
@@ -102,7 +101,25 @@ func ParseHandoff(b []byte, lim Limits) (*Handoff, error) {
 	return h, nil
 }
 
-var jwsCompact = regexp.MustCompile(`^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+$`)
+// isJWSCompact reports whether s matches the CDDL's JwsCompact: three
+// non-empty runs of base64url characters separated by periods.
+func isJWSCompact(s string) bool {
+	parts, run := 0, 0
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c == '.':
+			if run == 0 {
+				return false
+			}
+			parts, run = parts+1, 0
+		case isB64uChar(c):
+			run++
+		default:
+			return false
+		}
+	}
+	return parts == 2 && run > 0
+}
 
 // carried reads one signed element as a Handoff carries it. JSON: text
 // (JWS, or base64url COSE). CBOR: text (JWS) or a byte string (COSE). The
@@ -112,7 +129,7 @@ func carried(v any, enc Encoding) (Element, error) {
 	switch x := v.(type) {
 	case string:
 		el := elementFromText(x)
-		if el.Form == FormJWS && !jwsCompact.MatchString(x) {
+		if el.Form == FormJWS && !isJWSCompact(x) {
 			// Text with a period is a JWS (its octets give the digest), but
 			// one that is not three base64url parts breaks the CDDL (D3).
 			return el, malformed("", "text with a period is not a JWS Compact Serialization")

@@ -6,8 +6,8 @@ import (
 	"encoding/base64"
 	"fmt"
 	"math"
-	"regexp"
 	"slices"
+	"strings"
 
 	"github.com/quantumlearningmachines/handoff/internal/wire"
 )
@@ -159,8 +159,8 @@ func decodeB64u(s string) ([]byte, error) {
 	}
 	// encoding/base64 skips CR and LF even in strict mode; B64u has neither.
 	for i := 0; i < len(s); i++ {
-		if c := s[i]; !('A' <= c && c <= 'Z' || 'a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '-' || c == '_') {
-			return nil, fmt.Errorf("not strict base64url: character %q", c)
+		if !isB64uChar(s[i]) {
+			return nil, fmt.Errorf("not strict base64url: character %q", s[i])
 		}
 	}
 	b, err := b64.DecodeString(s)
@@ -301,15 +301,42 @@ func decodePrincipal(v any) (*Principal, error) {
 	return p, nil
 }
 
-// absoluteURI is RFC 3986 absolute-URI = scheme ":" hier-part [ "?" query ]
-// over its character set: unreserved, sub-delims, ":", "@", "/", "?" and
-// percent-encoded octets. IP-literal hosts ("[...]") are not accepted in
-// a kind name.
-var absoluteURI = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9+.-]*:(?:[A-Za-z0-9\-._~!$&'()*+,;=:@/?]|%[0-9A-Fa-f]{2})*$`)
+func isB64uChar(c byte) bool {
+	return 'A' <= c && c <= 'Z' || 'a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '-' || c == '_'
+}
 
 // IsAbsoluteURI reports whether s is an RFC 3986 absolute-URI (a scheme,
-// no fragment), as a ContextRef kind that the draft does not list must be.
-func IsAbsoluteURI(s string) bool { return absoluteURI.MatchString(s) }
+// no fragment), as a ContextRef kind that the draft does not list must be:
+// scheme ":" then only unreserved characters, sub-delims, ":", "@", "/",
+// "?" and well-formed percent-encodings. IP-literal hosts ("[...]") are
+// not accepted in a kind name.
+func IsAbsoluteURI(s string) bool {
+	i := 0
+	for ; i < len(s) && s[i] != ':'; i++ {
+		c := s[i]
+		alpha := 'A' <= c && c <= 'Z' || 'a' <= c && c <= 'z'
+		if i == 0 && !alpha || !alpha && !('0' <= c && c <= '9' || c == '+' || c == '.' || c == '-') {
+			return false
+		}
+	}
+	if i == 0 || i == len(s) {
+		return false
+	}
+	for i++; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case 'A' <= c && c <= 'Z', 'a' <= c && c <= 'z', '0' <= c && c <= '9':
+		case strings.IndexByte("-._~!$&'()*+,;=:@/?", c) >= 0:
+		case c == '%' && i+2 < len(s) && isHex(s[i+1]) && isHex(s[i+2]):
+			i += 2
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+func isHex(c byte) bool { return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F' }
 
 func knownKind(k string) bool {
 	switch k {

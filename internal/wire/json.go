@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"io"
 	"math"
 	"sort"
 	"strconv"
@@ -21,69 +20,11 @@ const MaxDepth = 128
 // no duplicate object member names (compared exactly, case-sensitive), no
 // trailing data, nesting at most MaxDepth.
 func DecodeJSON(b []byte) (any, error) {
-	d := jsontext.NewDecoder(bytes.NewReader(b))
-	v, err := readJSON(d, 0)
+	v, err := parseJSON(b)
 	if err != nil {
 		return nil, fmt.Errorf("%w: JSON: %v", ErrSyntax, err)
 	}
-	if _, err := d.ReadToken(); err != io.EOF {
-		return nil, fmt.Errorf("%w: JSON: trailing data after the value", ErrSyntax)
-	}
 	return v, nil
-}
-
-func readJSON(d *jsontext.Decoder, depth int) (any, error) {
-	if depth > MaxDepth {
-		return nil, errors.New("nested too deeply")
-	}
-	tok, err := d.ReadToken()
-	if err != nil {
-		return nil, err
-	}
-	switch tok.Kind() {
-	case '{':
-		m := map[string]any{}
-		for d.PeekKind() != '}' {
-			tok, err := d.ReadToken()
-			if err != nil {
-				return nil, err
-			}
-			name := tok.String() // before the next read voids tok
-			v, err := readJSON(d, depth+1)
-			if err != nil {
-				return nil, err
-			}
-			m[name] = v
-		}
-		if _, err := d.ReadToken(); err != nil {
-			return nil, err
-		}
-		return m, nil
-	case '[':
-		a := []any{}
-		for d.PeekKind() != ']' {
-			v, err := readJSON(d, depth+1)
-			if err != nil {
-				return nil, err
-			}
-			a = append(a, v)
-		}
-		if _, err := d.ReadToken(); err != nil {
-			return nil, err
-		}
-		return a, nil
-	case '"':
-		return tok.String(), nil
-	case '0':
-		return parseJSONNumber(tok.String()), nil
-	case 't':
-		return true, nil
-	case 'f':
-		return false, nil
-	case 'n':
-		return nil, nil
-	}
-	return nil, fmt.Errorf("unexpected token %v", tok.Kind())
 }
 
 // EncodeJSON writes a value tree as compact JSON. *Map keeps its order;

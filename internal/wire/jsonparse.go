@@ -1,0 +1,337 @@
+package wire
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"unicode/utf16"
+	"unicode/utf8"
+)
+
+// parseJSON is the strict JSON reader behind DecodeJSON: RFC 8259 syntax,
+// valid UTF-8 (also after unescaping: no lone surrogates), no duplicate
+// object member names (compared after unescaping, exactly), nesting at
+// most MaxDepth, nothing after the value but white space. It accepts and
+// rejects exactly what jsontext.Decoder with its default options does
+// (FuzzJSONDifferential checks), and builds the value tree directly, which
+// costs a fraction of reading it token by token.
+func parseJSON(b []byte) (any, error) {
+	p := jsonParser{b: b}
+	p.ws()
+	v, err := p.value(0)
+	if err != nil {
+		return nil, err
+	}
+	p.ws()
+	if p.i != len(p.b) {
+		return nil, fmt.Errorf("invalid character %q after the top-level value at offset %d", p.b[p.i], p.i)
+	}
+	return v, nil
+}
+
+type jsonParser struct {
+	b []byte
+	i int
+}
+
+var errJSONEnd = errors.New("unexpected end of input")
+
+func (p *jsonParser) ws() {
+	for p.i < len(p.b) {
+		switch p.b[p.i] {
+		case ' ', '\t', '\n', '\r':
+			p.i++
+		default:
+			return
+		}
+	}
+}
+
+func (p *jsonParser) errorf(format string, args ...any) error {
+	return fmt.Errorf("offset %d: %s", p.i, fmt.Sprintf(format, args...))
+}
+
+func (p *jsonParser) value(depth int) (any, error) {
+	if p.i >= len(p.b) {
+		return nil, errJSONEnd
+	}
+	switch c := p.b[p.i]; {
+	case c == '{':
+		if depth >= MaxDepth {
+			return nil, errors.New("nested too deeply")
+		}
+		return p.object(depth + 1)
+	case c == '[':
+		if depth >= MaxDepth {
+			return nil, errors.New("nested too deeply")
+		}
+		return p.array(depth + 1)
+	case c == '"':
+		return p.str()
+	case c == '-' || '0' <= c && c <= '9':
+		return p.number()
+	case c == 't':
+		return true, p.literal("true")
+	case c == 'f':
+		return false, p.literal("false")
+	case c == 'n':
+		return nil, p.literal("null")
+	}
+	return nil, p.errorf("invalid character %q at the start of a value", p.b[p.i])
+}
+
+func (p *jsonParser) literal(lit string) error {
+	if len(p.b)-p.i < len(lit) || string(p.b[p.i:p.i+len(lit)]) != lit {
+		if len(p.b)-p.i < len(lit) && string(p.b[p.i:]) == lit[:len(p.b)-p.i] {
+			return errJSONEnd
+		}
+		return p.errorf("invalid literal")
+	}
+	p.i += len(lit)
+	return nil
+}
+
+func (p *jsonParser) object(depth int) (any, error) {
+	p.i++ // {
+	m := map[string]any{}
+	p.ws()
+	if p.i < len(p.b) && p.b[p.i] == '}' {
+		p.i++
+		return m, nil
+	}
+	for {
+		if p.i >= len(p.b) {
+			return nil, errJSONEnd
+		}
+		if p.b[p.i] != '"' {
+			return nil, p.errorf("invalid character %q where an object member name belongs", p.b[p.i])
+		}
+		name, err := p.str()
+		if err != nil {
+			return nil, err
+		}
+		if _, dup := m[name]; dup {
+			return nil, p.errorf("duplicate object member name %q", name)
+		}
+		p.ws()
+		if p.i >= len(p.b) {
+			return nil, errJSONEnd
+		}
+		if p.b[p.i] != ':' {
+			return nil, p.errorf("missing ':' after an object member name")
+		}
+		p.i++
+		p.ws()
+		v, err := p.value(depth)
+		if err != nil {
+			return nil, err
+		}
+		m[name] = v
+		p.ws()
+		if p.i >= len(p.b) {
+			return nil, errJSONEnd
+		}
+		switch p.b[p.i] {
+		case ',':
+			p.i++
+			p.ws()
+		case '}':
+			p.i++
+			return m, nil
+		default:
+			return nil, p.errorf("invalid character %q after an object member", p.b[p.i])
+		}
+	}
+}
+
+func (p *jsonParser) array(depth int) (any, error) {
+	p.i++ // [
+	a := []any{}
+	p.ws()
+	if p.i < len(p.b) && p.b[p.i] == ']' {
+		p.i++
+		return a, nil
+	}
+	for {
+		v, err := p.value(depth)
+		if err != nil {
+			return nil, err
+		}
+		a = append(a, v)
+		p.ws()
+		if p.i >= len(p.b) {
+			return nil, errJSONEnd
+		}
+		switch p.b[p.i] {
+		case ',':
+			p.i++
+			p.ws()
+		case ']':
+			p.i++
+			return a, nil
+		default:
+			return nil, p.errorf("invalid character %q after an array element", p.b[p.i])
+		}
+	}
+}
+
+// str reads a string. The common case, no escapes, is one scan and one
+// validation of the span.
+func (p *jsonParser) str() (string, error) {
+	p.i++ // opening quote
+	start := p.i
+	for p.i < len(p.b) {
+		c := p.b[p.i]
+		switch {
+		case c == '"':
+			s := p.b[start:p.i]
+			if !utf8.Valid(s) {
+				return "", p.errorf("invalid UTF-8 in a string")
+			}
+			p.i++
+			return string(s), nil
+		case c == '\\':
+			return p.escaped(start)
+		case c < 0x20:
+			return "", p.errorf("control character %#x in a string", c)
+		}
+		p.i++
+	}
+	return "", errJSONEnd
+}
+
+// escaped finishes a string that has escapes, from its start.
+func (p *jsonParser) escaped(start int) (string, error) {
+	buf := append([]byte(nil), p.b[start:p.i]...)
+	for p.i < len(p.b) {
+		c := p.b[p.i]
+		switch {
+		case c == '"':
+			if !utf8.Valid(buf) {
+				return "", p.errorf("invalid UTF-8 in a string")
+			}
+			p.i++
+			return string(buf), nil
+		case c < 0x20:
+			return "", p.errorf("control character %#x in a string", c)
+		case c != '\\':
+			buf = append(buf, c)
+			p.i++
+			continue
+		}
+		if p.i+1 >= len(p.b) {
+			return "", errJSONEnd
+		}
+		e := p.b[p.i+1]
+		p.i += 2
+		switch e {
+		case '"', '\\', '/':
+			buf = append(buf, e)
+		case 'b':
+			buf = append(buf, '\b')
+		case 'f':
+			buf = append(buf, '\f')
+		case 'n':
+			buf = append(buf, '\n')
+		case 'r':
+			buf = append(buf, '\r')
+		case 't':
+			buf = append(buf, '\t')
+		case 'u':
+			r, err := p.hex4()
+			if err != nil {
+				return "", err
+			}
+			if utf16.IsSurrogate(r) {
+				if r >= 0xdc00 || p.i+1 >= len(p.b) || p.b[p.i] != '\\' || p.b[p.i+1] != 'u' {
+					if p.i+1 >= len(p.b) && r < 0xdc00 {
+						return "", errJSONEnd
+					}
+					return "", p.errorf("lone surrogate in a string")
+				}
+				p.i += 2
+				r2, err := p.hex4()
+				if err != nil {
+					return "", err
+				}
+				if r = utf16.DecodeRune(r, r2); r == utf8.RuneError {
+					return "", p.errorf("lone surrogate in a string")
+				}
+			}
+			buf = utf8.AppendRune(buf, r)
+		default:
+			return "", p.errorf("invalid escape '\\%c'", e)
+		}
+	}
+	return "", errJSONEnd
+}
+
+func (p *jsonParser) hex4() (rune, error) {
+	if len(p.b)-p.i < 4 {
+		return 0, errJSONEnd
+	}
+	n, err := strconv.ParseUint(string(p.b[p.i:p.i+4]), 16, 32)
+	if err != nil || !isHexDigits(p.b[p.i:p.i+4]) {
+		return 0, p.errorf("invalid \\u escape")
+	}
+	p.i += 4
+	return rune(n), nil
+}
+
+func isHexDigits(b []byte) bool {
+	for _, c := range b {
+		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F') {
+			return false
+		}
+	}
+	return true
+}
+
+// number reads an RFC 8259 number: -? (0 | [1-9][0-9]*) (. [0-9]+)? ([eE] [+-]? [0-9]+)?
+func (p *jsonParser) number() (any, error) {
+	start := p.i
+	if p.b[p.i] == '-' {
+		p.i++
+	}
+	digits := func() int {
+		n := 0
+		for p.i < len(p.b) && '0' <= p.b[p.i] && p.b[p.i] <= '9' {
+			p.i++
+			n++
+		}
+		return n
+	}
+	if p.i >= len(p.b) {
+		return nil, errJSONEnd
+	}
+	switch c := p.b[p.i]; {
+	case c == '0':
+		p.i++
+	case '1' <= c && c <= '9':
+		digits()
+	default:
+		return nil, p.errorf("invalid number")
+	}
+	if p.i < len(p.b) && p.b[p.i] == '.' {
+		p.i++
+		if digits() == 0 {
+			if p.i >= len(p.b) {
+				return nil, errJSONEnd
+			}
+			return nil, p.errorf("invalid number: no digits after '.'")
+		}
+	}
+	if p.i < len(p.b) && (p.b[p.i] == 'e' || p.b[p.i] == 'E') {
+		p.i++
+		if p.i < len(p.b) && (p.b[p.i] == '+' || p.b[p.i] == '-') {
+			p.i++
+		}
+		if digits() == 0 {
+			if p.i >= len(p.b) {
+				return nil, errJSONEnd
+			}
+			return nil, p.errorf("invalid number: no exponent digits")
+		}
+	}
+	return parseJSONNumber(string(p.b[start:p.i])), nil
+}
