@@ -119,7 +119,7 @@ func raceDelegate(t *testing.T, dir string, s store.Store) *delegate.Delegate {
 
 // postgresTarget returns a fresh database on the test server, or skips
 // (fails in CI) when there is none.
-func postgresTarget(t *testing.T) string {
+func postgresTarget(t testing.TB) string {
 	dsn := os.Getenv("HANDOFF_TEST_POSTGRES")
 	if dsn == "" {
 		if os.Getenv("CI") != "" {

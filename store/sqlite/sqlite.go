@@ -21,7 +21,8 @@ import (
 type Store = sqlhop.DB
 
 var dialect = sqlhop.Dialect{
-	Name: "sqlite",
+	Name:        "sqlite",
+	GroupCommit: true,
 	Migrations: []string{`
 CREATE TABLE meta (k TEXT PRIMARY KEY, v TEXT NOT NULL);
 CREATE TABLE hops (
@@ -40,7 +41,7 @@ CREATE TABLE hops (
   keep_until INTEGER NOT NULL,
   decided INTEGER NOT NULL DEFAULT 0,
   PRIMARY KEY (iss, hop)
-) WITHOUT ROWID;
+);
 CREATE INDEX hops_keep_until ON hops (keep_until);
 CREATE TABLE flags (
   id INTEGER PRIMARY KEY AUTOINCREMENT,

@@ -28,6 +28,11 @@ type Dialect struct {
 	// IMMEDIATE and already hold the write lock).
 	ForUpdate string
 	Dollar    bool // placeholders are $1, $2 ... instead of ?
+	// GroupCommit funnels claims through one writer that commits all the
+	// claims waiting at that moment in one transaction: many callers, one
+	// fsync. For SQLite, where writers queue for one lock anyway. A claim
+	// still returns only after its own commit.
+	GroupCommit bool
 }
 
 // DB is a store.Store over database/sql.
@@ -36,6 +41,22 @@ type DB struct {
 	d      Dialect
 	q      queries
 	closed atomic.Bool
+
+	claims chan claimReq // GroupCommit: to the writer
+	stop   chan struct{}
+	done   chan struct{}
+}
+
+type claimReq struct {
+	ctx   context.Context
+	r     *store.Record
+	reply chan claimRes
+}
+
+type claimRes struct {
+	rec    *store.Record
+	stored bool
+	err    error
 }
 
 // open reports store.ErrClosed once Close was called.
@@ -96,7 +117,75 @@ func Open(ctx context.Context, db *sql.DB, d Dialect, now time.Time) (*DB, error
 		setSince:     b(`UPDATE meta SET v = ? WHERE k = 'since'`),
 		getForUpdate: b(`SELECT ` + hopCols + ` FROM hops WHERE iss = ? AND hop = ? ` + d.ForUpdate),
 	}
+	if d.GroupCommit {
+		s.claims, s.stop, s.done = make(chan claimReq, 1024), make(chan struct{}), make(chan struct{})
+		go s.writer()
+	}
 	return s, nil
+}
+
+// maxBatch bounds the claims one group commit takes.
+const maxBatch = 256
+
+// writer is the group-commit loop: it takes the claims waiting now, writes
+// them in one transaction, and answers each after the commit.
+func (s *DB) writer() {
+	defer close(s.done)
+	batch := make([]claimReq, 0, maxBatch)
+	for {
+		select {
+		case <-s.stop:
+			for {
+				select {
+				case req := <-s.claims:
+					req.reply <- claimRes{err: store.ErrClosed}
+				default:
+					return
+				}
+			}
+		case req := <-s.claims:
+			batch = append(batch[:0], req)
+		more:
+			for len(batch) < maxBatch {
+				select {
+				case req := <-s.claims:
+					batch = append(batch, req)
+				default:
+					break more
+				}
+			}
+			s.commitBatch(batch)
+		}
+	}
+}
+
+func (s *DB) commitBatch(batch []claimReq) {
+	results := make([]claimRes, len(batch))
+	err := func() error {
+		tx, err := s.db.BeginTx(context.Background(), nil)
+		if err != nil {
+			return err
+		}
+		defer tx.Rollback()
+		for i, req := range batch {
+			if err := req.ctx.Err(); err != nil {
+				results[i].err = err // given up: not written
+				continue
+			}
+			rec, stored, err := s.claimIn(req.ctx, tx, req.r)
+			if err != nil {
+				return err
+			}
+			results[i] = claimRes{rec: rec, stored: stored}
+		}
+		return tx.Commit()
+	}()
+	for i, req := range batch {
+		if err != nil {
+			results[i] = claimRes{err: fmt.Errorf("store: claim: %w", err)}
+		}
+		req.reply <- results[i]
+	}
 }
 
 // DB returns the underlying database, for the caller's own tables.
@@ -201,8 +290,29 @@ func (s *DB) Claim(ctx context.Context, r *store.Record) (*store.Record, bool, e
 	if r.Iss == "" || r.Hop == "" || len(r.Offer) == 0 || len(r.Digest.Val) == 0 {
 		return nil, false, errors.New("store: a claim needs iss, hop, the offer and its digest")
 	}
-	res, err := s.db.ExecContext(ctx, s.q.claim, r.Iss, r.Hop, r.Digest.Alg, r.Digest.Val, r.Offer, int(r.OfferForm),
-		string(r.State), r.Status, int(r.StatusForm), boolInt(r.Canceled), boolInt(r.Equivocated), nanos(r.Received), nanos(r.KeepUntil), nanos(r.Decided))
+	if s.claims == nil {
+		return s.claimIn(ctx, s.db, r)
+	}
+	req := claimReq{ctx: ctx, r: r, reply: make(chan claimRes, 1)}
+	select {
+	case s.claims <- req:
+	case <-s.stop:
+		return nil, false, store.ErrClosed
+	case <-ctx.Done():
+		return nil, false, ctx.Err()
+	}
+	// Once queued, wait for the commit even if ctx ends: the claim may be
+	// written, and the caller must know.
+	res := <-req.reply
+	return res.rec, res.stored, res.err
+}
+
+// claimIn inserts the record if absent, in ex (the database or a batch's
+// transaction), and returns the record now stored.
+func (s *DB) claimIn(ctx context.Context, ex execer, r *store.Record) (*store.Record, bool, error) {
+	res, err := ex.ExecContext(ctx, s.q.claim, r.Iss, r.Hop, r.Digest.Alg, r.Digest.Val, r.Offer, int(r.OfferForm),
+		string(r.State), r.Status, int(r.StatusForm), boolInt(r.Canceled), boolInt(r.Equivocated), nanos(r.Received),
+		nanos(r.KeepUntil), nanos(r.Decided))
 	if err != nil {
 		return nil, false, fmt.Errorf("store: claim: %w", err)
 	}
@@ -212,7 +322,7 @@ func (s *DB) Claim(ctx context.Context, r *store.Record) (*store.Record, bool, e
 		c := *r
 		return &c, true, nil
 	}
-	old, err := s.Get(ctx, r.Iss, r.Hop)
+	old, err := scanHop(ex.QueryRowContext(ctx, s.q.get, r.Iss, r.Hop))
 	if errors.Is(err, store.ErrNotFound) {
 		// Swept between the insert and the read: the pair was past its
 		// keep time; report the conflict rather than guess.
@@ -442,10 +552,15 @@ func (s *DB) Forget(ctx context.Context, now time.Time) error {
 	return tx.Commit()
 }
 
-// Close implements store.Store. Calling it again does nothing.
+// Close implements store.Store. Calling it again does nothing. Claims
+// already queued for a group commit are answered with ErrClosed.
 func (s *DB) Close() error {
 	if s.closed.Swap(true) {
 		return nil
+	}
+	if s.stop != nil {
+		close(s.stop)
+		<-s.done
 	}
 	return s.db.Close()
 }
