@@ -1,10 +1,21 @@
 #!/usr/bin/env bash
 # Every test of the module: formatting, vet, the whole suite under the race
-# detector, a short run of every fuzz target, and one iteration of every
-# benchmark (so they keep compiling and running; ratios: scripts/bench.sh).
-# Needs only Go. FUZZTIME overrides the per-target fuzz time (default 5s).
+# detector against a throwaway PostgreSQL (started here, installed from
+# Debian's packages if missing, stopped at the end), a short run of every
+# fuzz target, and one iteration of every benchmark (so they keep compiling
+# and running; ratios: scripts/bench.sh). Needs only Go and root for the
+# PostgreSQL install. FUZZTIME overrides the per-target fuzz time (5s).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+echo "== PostgreSQL for the store tests"
+# shellcheck source=scripts/pg.sh
+source scripts/pg.sh
+pg_start
+trap pg_stop EXIT
+# With a server up, no store test may skip (see postgresTarget and the
+# store/postgres tests).
+export CI="${CI:-true}"
 
 echo "== gofmt"
 unformatted=$(gofmt -l .)
