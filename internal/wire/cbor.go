@@ -142,30 +142,7 @@ func (d *cborDecoder) value(depth int) (any, error) {
 		if arg > uint64(len(d.b)-d.off)/2 {
 			return nil, errTruncated
 		}
-		m := make(map[any]any, arg)
-		seen := make(map[string]bool, arg)
-		for i := uint64(0); i < arg; i++ {
-			k, err := d.value(depth + 1)
-			if err != nil {
-				return nil, err
-			}
-			id, hashable := keyID(k)
-			if seen[id] {
-				return nil, fmt.Errorf("duplicate map key %s", id)
-			}
-			seen[id] = true
-			v, err := d.value(depth + 1)
-			if err != nil {
-				return nil, err
-			}
-			if !hashable {
-				// Arrays, maps and byte strings cannot be Go map keys; such
-				// a key is kept under its unique id.
-				k = id
-			}
-			m[k] = v
-		}
-		return m, nil
+		return d.mapValue(arg, depth)
 	case 6:
 		c, err := d.value(depth + 1)
 		if err != nil {
@@ -195,6 +172,68 @@ func (d *cborDecoder) value(depth int) (any, error) {
 	return cbor.SimpleValue(arg), nil
 }
 
+// Pairs is a CBOR map with a key that cannot be a Go map key (an array,
+// a map, a byte string, a tag around one), kept as its pairs in order.
+type Pairs []Pair
+
+// Pair is one member of Pairs.
+type Pair struct{ Key, Val any }
+
+// mapValue reads n pairs. A map whose keys are all text (every map of the
+// data model) becomes map[string]any; one with other hashable keys,
+// map[any]any; one with an unhashable key, Pairs. Keys are unique by
+// value.
+func (d *cborDecoder) mapValue(n uint64, depth int) (any, error) {
+	text := make(map[string]any, n)
+	var other []Pair
+	for i := uint64(0); i < n; i++ {
+		k, err := d.value(depth + 1)
+		if err != nil {
+			return nil, err
+		}
+		v, err := d.value(depth + 1)
+		if err != nil {
+			return nil, err
+		}
+		if s, ok := k.(string); ok {
+			if _, dup := text[s]; dup {
+				return nil, fmt.Errorf("duplicate map key %q", s)
+			}
+			text[s] = v
+			continue
+		}
+		other = append(other, Pair{k, v})
+	}
+	if len(other) == 0 {
+		return text, nil
+	}
+	seen := make(map[string]bool, len(other))
+	hashable := true
+	for _, p := range other {
+		id, h := keyID(p.Key)
+		if seen[id] {
+			return nil, fmt.Errorf("duplicate map key %s", id)
+		}
+		seen[id] = true
+		hashable = hashable && h
+	}
+	if !hashable {
+		out := make(Pairs, 0, n)
+		for k, v := range text {
+			out = append(out, Pair{k, v})
+		}
+		return append(out, other...), nil
+	}
+	m := make(map[any]any, n)
+	for k, v := range text {
+		m[k] = v
+	}
+	for _, p := range other {
+		m[p.Key] = p.Val
+	}
+	return m, nil
+}
+
 // keyID names a map key by value for duplicate detection, and says whether
 // the decoded key can itself be a Go map key.
 func keyID(k any) (string, bool) {
@@ -207,6 +246,11 @@ func keyID(k any) (string, bool) {
 		return "n" + strconv.FormatInt(x, 10), true
 	case bool, nil, float64, cbor.SimpleValue:
 		return fmt.Sprintf("%T:%v", x, x), true
+	case cbor.Tag:
+		if _, h := keyID(x.Content); h {
+			id, _ := keyID(x.Content)
+			return "tag" + strconv.FormatUint(x.Number, 10) + "(" + id + ")", true
+		}
 	}
 	b, _ := encMode.Marshal(k)
 	return "x" + hex.EncodeToString(b), false
@@ -238,6 +282,44 @@ func writeCBOR(buf *bytes.Buffer, v any) error {
 		head(buf, 4, uint64(len(x)))
 		for _, y := range x {
 			if err := writeCBOR(buf, y); err != nil {
+				return err
+			}
+		}
+		return nil
+	case Pairs:
+		head(buf, 5, uint64(len(x)))
+		for _, p := range x {
+			if err := writeCBOR(buf, p.Key); err != nil {
+				return err
+			}
+			if err := writeCBOR(buf, p.Val); err != nil {
+				return err
+			}
+		}
+		return nil
+	case cbor.Tag:
+		head(buf, 6, x.Number)
+		return writeCBOR(buf, x.Content)
+	case map[any]any:
+		// Hashable keys of mixed types: write in the deterministic order of
+		// their encodings.
+		type kv struct {
+			k []byte
+			v any
+		}
+		kvs := make([]kv, 0, len(x))
+		for k, v := range x {
+			var kb bytes.Buffer
+			if err := writeCBOR(&kb, k); err != nil {
+				return err
+			}
+			kvs = append(kvs, kv{kb.Bytes(), v})
+		}
+		sort.Slice(kvs, func(i, j int) bool { return bytes.Compare(kvs[i].k, kvs[j].k) < 0 })
+		head(buf, 5, uint64(len(kvs)))
+		for _, e := range kvs {
+			buf.Write(e.k)
+			if err := writeCBOR(buf, e.v); err != nil {
 				return err
 			}
 		}

@@ -65,7 +65,7 @@ func writeJSON(e *jsontext.Encoder, v any) error {
 			m.Vals = append(m.Vals, x[k])
 		}
 		return writeJSON(e, m)
-	case map[any]any:
+	case map[any]any, Pairs:
 		m, ok := Members(x)
 		if !ok {
 			return errors.New("a map with non-text keys cannot be represented in JSON")

@@ -126,3 +126,33 @@ func BenchmarkDecodeJSON(b *testing.B) {
 		}
 	})
 }
+
+// A CBOR map key that is not hashable in Go must not collide with a text
+// key spelled like its internal id.
+func TestCBORUnhashableKey(t *testing.T) {
+	// {[1]: 1, "x8101": 2}
+	b := []byte{0xa2, 0x81, 0x01, 0x01, 0x65, 'x', '8', '1', '0', '1', 0x02}
+	v, err := DecodeCBOR(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, ok := v.(Pairs)
+	if !ok || len(p) != 2 {
+		t.Fatalf("got %#v", v)
+	}
+	out, err := EncodeCBOR(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v2, err := DecodeCBOR(out); err != nil || len(v2.(Pairs)) != 2 {
+		t.Fatalf("re-encoded: %x %v", out, err)
+	}
+	// Duplicates by value, also for array keys: {[1]: 1, [1]: 2}.
+	if _, err := DecodeCBOR([]byte{0xa2, 0x81, 0x01, 0x01, 0x81, 0x01, 0x02}); err == nil {
+		t.Fatal("duplicate array keys accepted")
+	}
+	// 1 and a non-minimal 1 are the same key.
+	if _, err := DecodeCBOR([]byte{0xa2, 0x01, 0x01, 0x18, 0x01, 0x02}); err == nil {
+		t.Fatal("duplicate integer keys accepted")
+	}
+}

@@ -106,7 +106,7 @@ func (p *jsonParser) object(depth int) (any, error) {
 		if p.b[p.i] != '"' {
 			return nil, p.errorf("invalid character %q where an object member name belongs", p.b[p.i])
 		}
-		name, err := p.str()
+		name, err := p.name()
 		if err != nil {
 			return nil, err
 		}
@@ -198,6 +198,80 @@ func (p *jsonParser) str() (string, error) {
 		p.i++
 	}
 	return "", errJSONEnd
+}
+
+// name reads an object member name; the data model's names are interned
+// so that reading a payload does not allocate a string per member.
+func (p *jsonParser) name() (string, error) {
+	start := p.i + 1
+	end := start
+	for end < len(p.b) && p.b[end] != '"' && p.b[end] != '\\' && p.b[end] >= 0x20 {
+		end++
+	}
+	if end < len(p.b) && p.b[end] == '"' {
+		if s, ok := interned(p.b[start:end]); ok {
+			p.i = end + 1
+			return s, nil
+		}
+	}
+	return p.str()
+}
+
+// interned returns the data model's member names without allocating.
+func interned(b []byte) (string, bool) {
+	switch string(b) { // the compiler does not allocate for this switch
+	case "v":
+		return "v", true
+	case "type":
+		return "type", true
+	case "hop":
+		return "hop", true
+	case "dialog":
+		return "dialog", true
+	case "task":
+		return "task", true
+	case "iss":
+		return "iss", true
+	case "aud":
+		return "aud", true
+	case "iat":
+		return "iat", true
+	case "exp":
+		return "exp", true
+	case "obo":
+		return "obo", true
+	case "sub":
+		return "sub", true
+	case "grant":
+		return "grant", true
+	case "prev":
+		return "prev", true
+	case "refs":
+		return "refs", true
+	case "kind":
+		return "kind", true
+	case "dig":
+		return "dig", true
+	case "alg":
+		return "alg", true
+	case "val":
+		return "val", true
+	case "loc":
+		return "loc", true
+	case "proof":
+		return "proof", true
+	case "offer":
+		return "offer", true
+	case "chain":
+		return "chain", true
+	case "state":
+		return "state", true
+	case "reason":
+		return "reason", true
+	case "detail":
+		return "detail", true
+	}
+	return "", false
 }
 
 // escaped finishes a string that has escapes, from its start.

@@ -69,7 +69,7 @@ func Members(v any) (map[string]any, bool) {
 // TypeName names the shape of a decoded value for error messages.
 func TypeName(v any) string {
 	switch v.(type) {
-	case map[string]any, map[any]any, *Map:
+	case map[string]any, map[any]any, *Map, Pairs:
 		return "map"
 	case []any:
 		return "array"
