@@ -450,6 +450,14 @@ func (d *Delegate) Cancel(ctx context.Context, status handoff.Element, iss, hop 
 	if r.State == store.Accepted && d.cfg.Stop != nil {
 		d.cfg.Stop(iss, hop)
 	}
+	if r.State.Terminal() {
+		// "canceled" and the delegate's terminal status crossed in flight:
+		// each side keeps its first terminal state; make it visible.
+		if _, err := d.cfg.Store.Raise(ctx, store.Flag{Kind: store.FlagConflictingInputs, Iss: iss, Hop: hop, Created: d.now(),
+			Detail: fmt.Sprintf("a valid cancel arrived for a hop already %s; the delegator may not have seen that status", r.State)}); err != nil {
+			return nil, err
+		}
+	}
 	r.Canceled = true
 	return r, nil
 }

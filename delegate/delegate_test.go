@@ -416,6 +416,11 @@ func TestCancel(t *testing.T) {
 	if _, err := d.Finish(ctx, o.Iss, o.Hop, delegate.Outcome{State: store.Completed}); err != nil {
 		t.Fatal(err)
 	}
+	// "canceled and completed can cross in flight": the crossing is flagged.
+	if _, err := d.Cancel(ctx, cancel, o.Iss, o.Hop); err != nil {
+		t.Fatal(err)
+	}
+	expectFlag(t, d, store.FlagConflictingInputs)
 }
 
 // Retention: under a steady stream of offers the sweeper keeps the store
