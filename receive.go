@@ -188,22 +188,30 @@ func (r *Receiver) Receive(ctx context.Context, b []byte, dialog string) (*Resul
 	}
 
 	// A remembered (iss, hop) skips step 3 (draft step 3, D4) and is a
-	// retransmission or equivocation (step 4, D5).
+	// retransmission or equivocation (step 4, D5). The memory is read only
+	// when it can change the verdict: a fresh offer issued after the
+	// memory began goes straight to the atomic Remember of step 4, which
+	// finds a remembered pair just as a lookup would, so the common case
+	// costs one write and no read.
 	digest := *res.OfferDigest
-	if first, ok, err := r.o.Memory.Lookup(ctx, o.Iss, o.Hop); err != nil {
-		return nil, fmt.Errorf("handoff: replay memory: %w", err)
-	} else if ok {
-		return r.seen(res, first, digest)
+	stale := r.fresh(o, now)
+	lost := !r.o.Since.IsZero() && o.Iat < r.o.Since.Unix()
+	if stale != nil || lost {
+		if first, ok, err := r.o.Memory.Lookup(ctx, o.Iss, o.Hop); err != nil {
+			return nil, fmt.Errorf("handoff: replay memory: %w", err)
+		} else if ok {
+			return r.seen(res, first, digest)
+		}
 	}
 
 	// Step 3: freshness (D4).
-	if err := r.fresh(o, now); err != nil {
-		return reject(ReasonStale, 3, OfferIndex, err.member, err)
+	if stale != nil {
+		return reject(ReasonStale, 3, OfferIndex, stale.member, stale)
 	}
 
 	// Step 4: an offer the memory may have lost cannot be told from a
 	// replay; then remember the pair (D5), atomically.
-	if !r.o.Since.IsZero() && o.Iat < r.o.Since.Unix() {
+	if lost {
 		return reject(ReasonReplay, 4, OfferIndex, "iat", fmt.Errorf("iat %d is before this receiver's memory begins (%d); it may have seen the offer", o.Iat, r.o.Since.Unix()))
 	}
 	keep := time.Unix(o.Exp, 0).Add(r.o.Skew)

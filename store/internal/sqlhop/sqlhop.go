@@ -160,6 +160,13 @@ func (s *DB) writer() {
 }
 
 func (s *DB) commitBatch(batch []claimReq) {
+	if len(batch) == 1 {
+		// Alone: one autocommit statement, no BEGIN and COMMIT round trips.
+		req := batch[0]
+		rec, stored, err := s.claimIn(req.ctx, s.db, req.r)
+		req.reply <- claimRes{rec, stored, err}
+		return
+	}
 	results := make([]claimRes, len(batch))
 	err := func() error {
 		tx, err := s.db.BeginTx(context.Background(), nil)
