@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"sort"
 	"sync"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 type Memory struct {
 	mu     sync.Mutex
 	hops   map[[2]string]*Record
+	issued map[string]*Issued
 	flags  []Flag
 	since  time.Time
 	closed bool
@@ -22,7 +24,7 @@ type Memory struct {
 
 // NewMemory returns an empty store whose memory begins at now.
 func NewMemory(now time.Time) *Memory {
-	return &Memory{hops: map[[2]string]*Record{}, since: now}
+	return &Memory{hops: map[[2]string]*Record{}, issued: map[string]*Issued{}, since: now}
 }
 
 func clone(r *Record) *Record {
@@ -249,3 +251,153 @@ func (m *Memory) Len() int {
 	defer m.mu.Unlock()
 	return len(m.hops)
 }
+
+func cloneIssued(h *Issued) *Issued {
+	c := *h
+	c.Offer = append([]byte(nil), h.Offer...)
+	if h.Status != nil {
+		c.Status = append([]byte(nil), h.Status...)
+	}
+	if h.Prev != nil {
+		p := *h.Prev
+		c.Prev = &p
+	}
+	return &c
+}
+
+// Issue implements Tracker.
+func (m *Memory) Issue(_ context.Context, h *Issued, safeTwice bool) error {
+	if err := checkIssue(h); err != nil {
+		return err
+	}
+	if err := m.lock(); err != nil {
+		return err
+	}
+	defer m.mu.Unlock()
+	if _, ok := m.issued[h.Hop]; ok {
+		return fmt.Errorf("store: hop %s was already issued", h.Hop)
+	}
+	if !safeTwice {
+		for _, o := range m.issued {
+			if o.Work == h.Work && !o.Resolved {
+				return fmt.Errorf("%w: hop %s", ErrUnresolvedWork, o.Hop)
+			}
+		}
+	}
+	m.issued[h.Hop] = cloneIssued(h)
+	return nil
+}
+
+func checkIssue(h *Issued) error {
+	if h.Hop == "" || h.Aud == "" || h.Work == "" || len(h.Offer) == 0 || h.View != Offered {
+		return fmt.Errorf("store: an issued hop needs hop, aud, work and the offer, in view offered")
+	}
+	return nil
+}
+
+// IssuedHop implements Tracker.
+func (m *Memory) IssuedHop(_ context.Context, hop string) (*Issued, error) {
+	if err := m.lock(); err != nil {
+		return nil, err
+	}
+	defer m.mu.Unlock()
+	h, ok := m.issued[hop]
+	if !ok {
+		return nil, ErrNotFound
+	}
+	return cloneIssued(h), nil
+}
+
+// SetView implements Tracker.
+func (m *Memory) SetView(_ context.Context, hop string, from, to View, resolved bool, status []byte, form handoff.Form) error {
+	if err := m.lock(); err != nil {
+		return err
+	}
+	defer m.mu.Unlock()
+	h, ok := m.issued[hop]
+	if !ok {
+		return ErrNotFound
+	}
+	if h.View != from {
+		return fmt.Errorf("%w: hop is %s, not %s", ErrConflict, h.View, from)
+	}
+	h.View, h.Resolved = to, h.Resolved || resolved
+	if status != nil {
+		h.Status, h.StatusForm = append([]byte(nil), status...), form
+	}
+	if h.Resolved {
+		h.NextAsk = time.Time{}
+	}
+	return nil
+}
+
+// ResolveHop implements Tracker.
+func (m *Memory) ResolveHop(_ context.Context, hop string) error {
+	if err := m.lock(); err != nil {
+		return err
+	}
+	defer m.mu.Unlock()
+	h, ok := m.issued[hop]
+	if !ok {
+		return ErrNotFound
+	}
+	h.Resolved, h.NextAsk = true, time.Time{}
+	return nil
+}
+
+// SetAsk implements Tracker.
+func (m *Memory) SetAsk(_ context.Context, hop string, attempts int, next time.Time) error {
+	if err := m.lock(); err != nil {
+		return err
+	}
+	defer m.mu.Unlock()
+	h, ok := m.issued[hop]
+	if !ok {
+		return ErrNotFound
+	}
+	h.Attempts, h.NextAsk = attempts, next
+	return nil
+}
+
+// ByPrev implements Tracker.
+func (m *Memory) ByPrev(_ context.Context, d handoff.Digest) ([]*Issued, error) {
+	if err := m.lock(); err != nil {
+		return nil, err
+	}
+	defer m.mu.Unlock()
+	var out []*Issued
+	for _, h := range m.issued {
+		if h.Prev != nil && h.Prev.Equal(d) {
+			out = append(out, cloneIssued(h))
+		}
+	}
+	sortIssued(out)
+	return out, nil
+}
+
+// Due implements Tracker.
+func (m *Memory) Due(_ context.Context, now time.Time) ([]*Issued, error) {
+	if err := m.lock(); err != nil {
+		return nil, err
+	}
+	defer m.mu.Unlock()
+	var out []*Issued
+	for _, h := range m.issued {
+		if !h.Resolved && !h.NextAsk.IsZero() && !h.NextAsk.After(now) {
+			out = append(out, cloneIssued(h))
+		}
+	}
+	sortIssued(out)
+	return out, nil
+}
+
+func sortIssued(hs []*Issued) {
+	sort.Slice(hs, func(i, j int) bool {
+		if !hs[i].Created.Equal(hs[j].Created) {
+			return hs[i].Created.Before(hs[j].Created)
+		}
+		return hs[i].Hop < hs[j].Hop
+	})
+}
+
+var _ Tracker = (*Memory)(nil)

@@ -26,6 +26,8 @@ var dialect = sqlhop.Dialect{
 	// the store at the same time, so each migration runs once.
 	LockMigrations: `SELECT pg_advisory_xact_lock(7266616)`,
 	ForUpdate:      "FOR UPDATE",
+	// Two replicas issuing for the same work at once: one waits.
+	LockWork: `SELECT pg_advisory_xact_lock(hashtext($1))`,
 	Migrations: []string{`
 CREATE TABLE meta (k TEXT PRIMARY KEY, v TEXT NOT NULL);
 CREATE TABLE hops (
@@ -55,7 +57,29 @@ CREATE TABLE flags (
   created BIGINT NOT NULL,
   resolved BIGINT NOT NULL DEFAULT 0,
   resolution TEXT NOT NULL DEFAULT ''
-)`},
+)`, `
+CREATE TABLE issued (
+  hop TEXT PRIMARY KEY,
+  aud TEXT NOT NULL,
+  work TEXT NOT NULL,
+  offer BYTEA NOT NULL,
+  offer_form INTEGER NOT NULL,
+  digest_alg TEXT NOT NULL,
+  digest BYTEA NOT NULL,
+  prev_alg TEXT NOT NULL DEFAULT '',
+  prev BYTEA,
+  exp BIGINT NOT NULL,
+  view TEXT NOT NULL,
+  resolved INTEGER NOT NULL DEFAULT 0,
+  status BYTEA,
+  status_form INTEGER NOT NULL DEFAULT 0,
+  attempts INTEGER NOT NULL DEFAULT 0,
+  next_ask BIGINT NOT NULL DEFAULT 0,
+  created BIGINT NOT NULL
+);
+CREATE INDEX issued_work ON issued (work, resolved);
+CREATE INDEX issued_prev ON issued (prev);
+CREATE INDEX issued_due ON issued (resolved, next_ask)`},
 }
 
 // Open connects to the database named by dsn (a libpq connection string

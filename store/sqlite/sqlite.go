@@ -52,7 +52,29 @@ CREATE TABLE flags (
   created INTEGER NOT NULL,
   resolved INTEGER NOT NULL DEFAULT 0,
   resolution TEXT NOT NULL DEFAULT ''
-)`},
+)`, `
+CREATE TABLE issued (
+  hop TEXT PRIMARY KEY,
+  aud TEXT NOT NULL,
+  work TEXT NOT NULL,
+  offer BLOB NOT NULL,
+  offer_form INTEGER NOT NULL,
+  digest_alg TEXT NOT NULL,
+  digest BLOB NOT NULL,
+  prev_alg TEXT NOT NULL DEFAULT '',
+  prev BLOB,
+  exp INTEGER NOT NULL,
+  view TEXT NOT NULL,
+  resolved INTEGER NOT NULL DEFAULT 0,
+  status BLOB,
+  status_form INTEGER NOT NULL DEFAULT 0,
+  attempts INTEGER NOT NULL DEFAULT 0,
+  next_ask INTEGER NOT NULL DEFAULT 0,
+  created INTEGER NOT NULL
+);
+CREATE INDEX issued_work ON issued (work, resolved);
+CREATE INDEX issued_prev ON issued (prev);
+CREATE INDEX issued_due ON issued (resolved, next_ask)`},
 }
 
 // DSN returns the driver's data source name for a database file: WAL,

@@ -28,6 +28,10 @@ type Dialect struct {
 	// IMMEDIATE and already hold the write lock).
 	ForUpdate string
 	Dollar    bool // placeholders are $1, $2 ... instead of ?
+	// LockWork, run in the Issue transaction with the work's name, keeps
+	// two concurrent issuers of one work from both passing the
+	// unresolved-hop check (SQLite's IMMEDIATE transactions already do).
+	LockWork string
 	// GroupCommit funnels claims through one writer that commits all the
 	// claims waiting at that moment in one transaction: many callers, one
 	// fsync. For SQLite, where writers queue for one lock anyway. A claim
