@@ -79,19 +79,31 @@ func TestResolution(t *testing.T) {
 		resolved bool
 	}{
 		{rule: "a verified completed resolves the hop", view: store.ViewComplete, resolved: true,
-			statuses: []func(*world, *store.Issued) handoff.Element{func(w *world, h *store.Issued) handoff.Element { return w.status("coder", h, handoff.StateCompleted, "") }}},
+			statuses: []func(*world, *store.Issued) handoff.Element{func(w *world, h *store.Issued) handoff.Element {
+				return w.status("coder", h, handoff.StateCompleted, "")
+			}}},
 		{rule: "a verified failed resolves the hop", view: store.ViewFailed, resolved: true,
 			statuses: []func(*world, *store.Issued) handoff.Element{func(w *world, h *store.Issued) handoff.Element { return w.status("coder", h, handoff.StateFailed, "") }}},
 		{rule: "a verified rejected other than stale or replay resolves the hop", view: store.ViewRejected, resolved: true,
-			statuses: []func(*world, *store.Issued) handoff.Element{func(w *world, h *store.Issued) handoff.Element { return w.status("coder", h, handoff.StateRejected, handoff.ReasonPolicy) }}},
+			statuses: []func(*world, *store.Issued) handoff.Element{func(w *world, h *store.Issued) handoff.Element {
+				return w.status("coder", h, handoff.StateRejected, handoff.ReasonPolicy)
+			}}},
 		{rule: "a rejected with reason stale never sets the hop's state", view: store.Offered, resolved: false,
-			statuses: []func(*world, *store.Issued) handoff.Element{func(w *world, h *store.Issued) handoff.Element { return w.status("coder", h, handoff.StateRejected, handoff.ReasonStale) }}},
+			statuses: []func(*world, *store.Issued) handoff.Element{func(w *world, h *store.Issued) handoff.Element {
+				return w.status("coder", h, handoff.StateRejected, handoff.ReasonStale)
+			}}},
 		{rule: "a rejected with reason replay never sets the hop's state, whichever order it arrives in", view: store.ViewComplete, resolved: true,
 			statuses: []func(*world, *store.Issued) handoff.Element{
-				func(w *world, h *store.Issued) handoff.Element { return w.status("coder", h, handoff.StateCompleted, "") },
-				func(w *world, h *store.Issued) handoff.Element { return w.status("coder", h, handoff.StateRejected, handoff.ReasonReplay) }}},
+				func(w *world, h *store.Issued) handoff.Element {
+					return w.status("coder", h, handoff.StateCompleted, "")
+				},
+				func(w *world, h *store.Issued) handoff.Element {
+					return w.status("coder", h, handoff.StateRejected, handoff.ReasonReplay)
+				}}},
 		{rule: "accepted does not resolve the hop", view: store.ViewAccepted, resolved: false,
-			statuses: []func(*world, *store.Issued) handoff.Element{func(w *world, h *store.Issued) handoff.Element { return w.status("coder", h, handoff.StateAccepted, "") }}},
+			statuses: []func(*world, *store.Issued) handoff.Element{func(w *world, h *store.Issued) handoff.Element {
+				return w.status("coder", h, handoff.StateAccepted, "")
+			}}},
 		{rule: "completed or failed may come without accepted (accepted implied)", view: store.ViewFailed, resolved: true,
 			statuses: []func(*world, *store.Issued) handoff.Element{func(w *world, h *store.Issued) handoff.Element { return w.status("coder", h, handoff.StateFailed, "") }}},
 		{rule: "an authoritative observation that the work did not take effect resolves the hop", observe: true, view: store.Offered, resolved: true},
