@@ -255,12 +255,12 @@ func (m *Memory) Len() int {
 func cloneIssued(h *Issued) *Issued {
 	c := *h
 	c.Offer = append([]byte(nil), h.Offer...)
+	c.Digest.Val = append([]byte(nil), h.Digest.Val...)
 	if h.Status != nil {
 		c.Status = append([]byte(nil), h.Status...)
 	}
 	if h.Prev != nil {
-		p := *h.Prev
-		c.Prev = &p
+		c.Prev = &handoff.Digest{Alg: h.Prev.Alg, Val: append([]byte(nil), h.Prev.Val...)}
 	}
 	return &c
 }
@@ -289,8 +289,8 @@ func (m *Memory) Issue(_ context.Context, h *Issued, safeTwice bool) error {
 }
 
 func checkIssue(h *Issued) error {
-	if h.Hop == "" || h.Aud == "" || h.Work == "" || len(h.Offer) == 0 || h.View != Offered {
-		return fmt.Errorf("store: an issued hop needs hop, aud, work and the offer, in view offered")
+	if h.Hop == "" || h.Aud == "" || h.Work == "" || len(h.Offer) == 0 || len(h.Digest.Val) == 0 || h.View != Offered {
+		return fmt.Errorf("store: an issued hop needs hop, aud, work, the offer and its digest, in view offered")
 	}
 	return nil
 }

@@ -14,3 +14,11 @@ func TestMemory(t *testing.T) {
 		return m
 	})
 }
+
+func TestTracker(t *testing.T) {
+	storetest.RunTracker(t, func(t *testing.T) store.Tracker {
+		m := store.NewMemory(storetest.Base)
+		t.Cleanup(func() { m.Close() })
+		return m
+	})
+}

@@ -26,6 +26,7 @@ var dialect = sqlhop.Dialect{
 	// the store at the same time, so each migration runs once.
 	LockMigrations: `SELECT pg_advisory_xact_lock(7266616)`,
 	ForUpdate:      "FOR UPDATE",
+	ByteOrder:      ` COLLATE "C"`,
 	// Two replicas issuing for the same work at once: one waits.
 	LockWork: `SELECT pg_advisory_xact_lock(hashtext($1))`,
 	Migrations: []string{`

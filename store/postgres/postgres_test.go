@@ -116,6 +116,11 @@ func TestOutcome(t *testing.T) {
 	storetest.RunOutcome(t, fresh)
 }
 
+func TestTracker(t *testing.T) {
+	adminDSN(t)
+	storetest.RunTracker(t, func(t *testing.T) store.Tracker { return fresh(t) })
+}
+
 // Records, flags and Since live in the database: a store reopened on it (a
 // restarted replica) has them all.
 func TestReopenKeepsRecordsAndSince(t *testing.T) {

@@ -48,6 +48,10 @@ func TestOutcome(t *testing.T) {
 	storetest.RunOutcome(t, fresh)
 }
 
+func TestTracker(t *testing.T) {
+	storetest.RunTracker(t, func(t *testing.T) store.Tracker { return fresh(t) })
+}
+
 // Records, flags and Since live in the file: a store reopened on it (a
 // restarted process) has them all.
 func TestReopenKeepsRecordsAndSince(t *testing.T) {

@@ -32,6 +32,9 @@ type Dialect struct {
 	// two concurrent issuers of one work from both passing the
 	// unresolved-hop check (SQLite's IMMEDIATE transactions already do).
 	LockWork string
+	// ByteOrder follows a text ORDER BY so it sorts by bytes, as Go does
+	// (PostgreSQL: COLLATE "C"; SQLite's default is already bytewise).
+	ByteOrder string
 	// GroupCommit funnels claims through one writer that commits all the
 	// claims waiting at that moment in one transaction: many callers, one
 	// fsync. For SQLite, where writers queue for one lock anyway. A claim

@@ -57,8 +57,8 @@ func (s *DB) Issue(ctx context.Context, h *store.Issued, safeTwice bool) error {
 	if err := s.open(); err != nil {
 		return err
 	}
-	if h.Hop == "" || h.Aud == "" || h.Work == "" || len(h.Offer) == 0 || h.View != store.Offered {
-		return errors.New("store: an issued hop needs hop, aud, work and the offer, in view offered")
+	if h.Hop == "" || h.Aud == "" || h.Work == "" || len(h.Offer) == 0 || len(h.Digest.Val) == 0 || h.View != store.Offered {
+		return errors.New("store: an issued hop needs hop, aud, work, the offer and its digest, in view offered")
 	}
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
@@ -162,7 +162,7 @@ func (s *DB) ByPrev(ctx context.Context, d handoff.Digest) ([]*store.Issued, err
 	if err := s.open(); err != nil {
 		return nil, err
 	}
-	return s.issuedRows(ctx, `SELECT `+issuedCols+` FROM issued WHERE prev = ? AND prev_alg = ? ORDER BY created, hop`, d.Val, d.Alg)
+	return s.issuedRows(ctx, `SELECT `+issuedCols+` FROM issued WHERE prev = ? AND prev_alg = ? ORDER BY created, hop`+s.d.ByteOrder, d.Val, d.Alg)
 }
 
 // Due implements store.Tracker.
@@ -170,7 +170,7 @@ func (s *DB) Due(ctx context.Context, now time.Time) ([]*store.Issued, error) {
 	if err := s.open(); err != nil {
 		return nil, err
 	}
-	return s.issuedRows(ctx, `SELECT `+issuedCols+` FROM issued WHERE resolved = 0 AND next_ask <> 0 AND next_ask <= ? ORDER BY created, hop`, nanos(now))
+	return s.issuedRows(ctx, `SELECT `+issuedCols+` FROM issued WHERE resolved = 0 AND next_ask <> 0 AND next_ask <= ? ORDER BY created, hop`+s.d.ByteOrder, nanos(now))
 }
 
 var _ store.Tracker = (*DB)(nil)
