@@ -28,6 +28,8 @@ import (
 	"unicode/utf8"
 
 	gocose "github.com/veraison/go-cose"
+
+	"github.com/quantumlearningmachines/handoff/internal/es256"
 )
 
 // ContentType is the COSE content type of a handoff payload.
@@ -400,13 +402,12 @@ func asciiEqualFold(a, b string) bool {
 	return true
 }
 
-// p256N is the order of the P-256 base point, big-endian.
-var p256N = [32]byte{
-	0xff, 0xff, 0xff, 0xff, 0x00, 0x00, 0x00, 0x00,
-	0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
-	0xbc, 0xe6, 0xfa, 0xad, 0xa7, 0x17, 0x9e, 0x84,
-	0xf3, 0xb9, 0xca, 0xc2, 0xfc, 0x63, 0x25, 0x51,
-}
+// The ES256 helpers shared with the other signed form (package es256).
+var (
+	p256N              = es256.N
+	scalarInRange      = es256.InRange
+	appendDERSignature = es256.AppendDER
+)
 
 // Verify checks the ES256 signature with pub.
 func (m *Message) Verify(pub *ecdsa.PublicKey) error {
@@ -471,44 +472,6 @@ func appendHead(dst []byte, major byte, n uint64) []byte {
 	}
 	return append(dst, major|27, byte(n>>56), byte(n>>48), byte(n>>40), byte(n>>32),
 		byte(n>>24), byte(n>>16), byte(n>>8), byte(n))
-}
-
-// scalarInRange reports whether the 32-octet big-endian v is in [1, N-1].
-func scalarInRange(v []byte) bool {
-	var acc byte
-	for _, b := range v {
-		acc |= b
-	}
-	return acc != 0 && bytes.Compare(v, p256N[:]) < 0
-}
-
-// appendDERSignature appends the DER encoding of ECDSA-Sig-Value
-// SEQUENCE { r INTEGER, s INTEGER } for the non-zero 32-octet big-endian r
-// and s: minimal INTEGERs (leading zero octets dropped, one 0x00 added
-// when the high bit is set). The result is at most 72 octets, so all
-// lengths take the short form.
-func appendDERSignature(dst, r, s []byte) []byte {
-	r, s = bytes.TrimLeft(r, "\x00"), bytes.TrimLeft(s, "\x00")
-	l := derIntLen(r) + derIntLen(s)
-	dst = append(dst, 0x30, byte(l))
-	dst = appendDERInt(dst, r)
-	return appendDERInt(dst, s)
-}
-
-// derIntLen is the encoded length of the INTEGER appendDERInt writes.
-func derIntLen(v []byte) int {
-	n := len(v)
-	if v[0]&0x80 != 0 {
-		n++
-	}
-	return 2 + n
-}
-
-func appendDERInt(dst, v []byte) []byte {
-	if v[0]&0x80 != 0 {
-		return append(append(dst, 0x02, byte(len(v)+1), 0x00), v...)
-	}
-	return append(append(dst, 0x02, byte(len(v))), v...)
 }
 
 // Sign returns a tagged COSE_Sign1 over payload with the protected header

@@ -25,6 +25,8 @@ import (
 	"sync"
 
 	"github.com/go-json-experiment/json/jsontext"
+
+	"github.com/quantumlearningmachines/handoff/internal/es256"
 )
 
 // Typ is the typ header value Sign writes.
@@ -447,13 +449,12 @@ func asciiEqualFold(a []byte, b string) bool {
 	return true
 }
 
-// p256N is the order of the P-256 base point, big-endian.
-var p256N = [32]byte{
-	0xff, 0xff, 0xff, 0xff, 0x00, 0x00, 0x00, 0x00,
-	0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
-	0xbc, 0xe6, 0xfa, 0xad, 0xa7, 0x17, 0x9e, 0x84,
-	0xf3, 0xb9, 0xca, 0xc2, 0xfc, 0x63, 0x25, 0x51,
-}
+// The ES256 helpers shared with the other signed form (package es256).
+var (
+	p256N              = es256.N
+	scalarInRange      = es256.InRange
+	appendDERSignature = es256.AppendDER
+)
 
 // Verify checks the ES256 signature of t over its signing input with pub,
 // which must be a P-256 key (else ErrAlg). R and S are the two 32-octet
@@ -479,46 +480,4 @@ func (t *Token) Verify(pub *ecdsa.PublicKey) error {
 		return ErrSignature
 	}
 	return nil
-}
-
-// scalarInRange reports whether the 32-octet big-endian v is in [1, N-1].
-func scalarInRange(v []byte) bool {
-	return !isZero(v) && bytes.Compare(v, p256N[:]) < 0
-}
-
-func isZero(v []byte) bool {
-	var acc byte
-	for _, b := range v {
-		acc |= b
-	}
-	return acc == 0
-}
-
-// appendDERSignature appends the DER encoding of ECDSA-Sig-Value
-// SEQUENCE { r INTEGER, s INTEGER } for the non-zero 32-octet big-endian r
-// and s: minimal INTEGERs (leading zero octets dropped, one 0x00 added
-// when the high bit is set), so each (r, s) has exactly one encoding. The
-// result is at most 72 octets, so all lengths take the short form.
-func appendDERSignature(dst, r, s []byte) []byte {
-	r, s = bytes.TrimLeft(r, "\x00"), bytes.TrimLeft(s, "\x00")
-	l := derIntLen(r) + derIntLen(s)
-	dst = append(dst, 0x30, byte(l))
-	dst = appendDERInt(dst, r)
-	return appendDERInt(dst, s)
-}
-
-// derIntLen is the encoded length of the INTEGER appendDERInt writes.
-func derIntLen(v []byte) int {
-	n := len(v)
-	if v[0]&0x80 != 0 {
-		n++
-	}
-	return 2 + n
-}
-
-func appendDERInt(dst, v []byte) []byte {
-	if v[0]&0x80 != 0 {
-		return append(append(dst, 0x02, byte(len(v)+1), 0x00), v...)
-	}
-	return append(append(dst, 0x02, byte(len(v))), v...)
 }
