@@ -1,12 +1,10 @@
-// Package es256 is the one ES256 (ECDSA P-256 with SHA-256) signature check
-// under both signed forms: a 64-octet R||S signature, each half in
-// [1, N-1], turned into its minimal DER form for crypto/ecdsa.VerifyASN1.
+// Package es256 holds what both signed forms need to check an ES256
+// (ECDSA P-256 with SHA-256) signature: a 64-octet R||S signature, each
+// half in [1, N-1], turned into its minimal DER form for
+// crypto/ecdsa.VerifyASN1.
 package es256
 
-import (
-	"bytes"
-	"crypto/ecdsa"
-)
+import "bytes"
 
 // N is the order of the P-256 base point, big-endian.
 var N = [32]byte{
@@ -51,14 +49,4 @@ func appendInt(dst, v []byte) []byte {
 		return append(append(dst, 0x02, byte(len(v)+1), 0x00), v...)
 	}
 	return append(append(dst, 0x02, byte(len(v))), v...)
-}
-
-// Verify reports whether rs (R||S, 64 octets, each half in [1, N-1]) is a
-// valid signature by pub of the SHA-256 hash. pub must be a P-256 key.
-func Verify(pub *ecdsa.PublicKey, hash []byte, rs []byte) bool {
-	if len(rs) != 64 || !InRange(rs[:32]) || !InRange(rs[32:]) {
-		return false
-	}
-	var buf [72]byte
-	return ecdsa.VerifyASN1(pub, hash, AppendDER(buf[:0], rs[:32], rs[32:]))
 }
