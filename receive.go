@@ -61,7 +61,7 @@ type Options struct {
 	// Since, when set, is when the replay memory begins: a delegate that
 	// lost its memory (a restart without durable records, a store opened
 	// fresh, records dropped) rejects an offer it does not remember whose
-	// iat is before Since with reason "replay", since it cannot tell
+	// iat is not after the second of Since with reason "replay", since it cannot tell
 	// whether it has seen it (draft "Replay and Freshness"). Once the
 	// maximum lifetime has passed such offers are stale anyway.
 	Since time.Time
@@ -195,7 +195,9 @@ func (r *Receiver) Receive(ctx context.Context, b []byte, dialog string) (*Resul
 	// costs one write and no read.
 	digest := *res.OfferDigest
 	stale := r.fresh(o, now)
-	lost := !r.o.Since.IsZero() && o.Iat < r.o.Since.Unix()
+	// iat has whole seconds: an offer issued in the second the memory
+	// began may have been seen just before, so that second counts as lost.
+	lost := !r.o.Since.IsZero() && o.Iat <= r.o.Since.Unix()
 	if stale != nil || lost {
 		if first, ok, err := r.o.Memory.Lookup(ctx, o.Iss, o.Hop); err != nil {
 			return nil, fmt.Errorf("handoff: replay memory: %w", err)
@@ -212,7 +214,7 @@ func (r *Receiver) Receive(ctx context.Context, b []byte, dialog string) (*Resul
 	// Step 4: an offer the memory may have lost cannot be told from a
 	// replay; then remember the pair (D5), atomically.
 	if lost {
-		return reject(ReasonReplay, 4, OfferIndex, "iat", fmt.Errorf("iat %d is before this receiver's memory begins (%d); it may have seen the offer", o.Iat, r.o.Since.Unix()))
+		return reject(ReasonReplay, 4, OfferIndex, "iat", fmt.Errorf("iat %d is not after the second this receiver's memory began (%d); it may have seen the offer", o.Iat, r.o.Since.Unix()))
 	}
 	keep := time.Unix(o.Exp, 0).Add(r.o.Skew)
 	first, stored, err := r.o.Memory.Remember(ctx, o.Iss, o.Hop, h.Offer, keep)
