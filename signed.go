@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/quantumlearningmachines/handoff/internal/cose"
 	"github.com/quantumlearningmachines/handoff/internal/jws"
@@ -82,10 +83,8 @@ func isJSONSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c =
 // elementFromText classifies carried text (draft "Signing"): text with a
 // period is a JWS; text without one is a base64url COSE_Sign1.
 func elementFromText(s string) Element {
-	for i := 0; i < len(s); i++ {
-		if s[i] == '.' {
-			return Element{Form: FormJWS, Octets: []byte(s)}
-		}
+	if strings.IndexByte(s, '.') >= 0 {
+		return Element{Form: FormJWS, Octets: []byte(s)}
 	}
 	if b, err := decodeB64u(s); err == nil {
 		return Element{Form: FormCOSE, Octets: b}

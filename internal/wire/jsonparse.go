@@ -1,6 +1,7 @@
 package wire
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"strconv"
@@ -175,29 +176,38 @@ func (p *jsonParser) array(depth int) (any, error) {
 	}
 }
 
-// str reads a string. The common case, no escapes, is one scan and one
-// validation of the span.
+// str reads a string. The common case, no escapes, is one vectorized
+// search for the closing quote, one for a backslash, a scan for control
+// characters and one validation of the span.
 func (p *jsonParser) str() (string, error) {
 	p.i++ // opening quote
 	start := p.i
-	for p.i < len(p.b) {
-		c := p.b[p.i]
-		switch {
-		case c == '"':
-			s := p.b[start:p.i]
-			if !utf8.Valid(s) {
-				return "", p.errorf("invalid UTF-8 in a string")
-			}
-			p.i++
-			return string(s), nil
-		case c == '\\':
-			return p.escaped(start)
-		case c < 0x20:
+	end := bytes.IndexByte(p.b[start:], '"')
+	if end < 0 {
+		end = len(p.b) - start
+	}
+	span := p.b[start : start+end]
+	if bs := bytes.IndexByte(span, '\\'); bs >= 0 {
+		span = span[:bs]
+	}
+	for i, c := range span {
+		if c < 0x20 {
+			p.i = start + i
 			return "", p.errorf("control character %#x in a string", c)
 		}
-		p.i++
 	}
-	return "", errJSONEnd
+	p.i = start + len(span)
+	if p.i >= len(p.b) {
+		return "", errJSONEnd
+	}
+	if p.b[p.i] == '\\' {
+		return p.escaped(start)
+	}
+	if !utf8.Valid(span) {
+		return "", p.errorf("invalid UTF-8 in a string")
+	}
+	p.i++ // closing quote
+	return string(span), nil
 }
 
 // name reads an object member name; the data model's names are interned
