@@ -21,6 +21,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/quantumlearningmachines/handoff"
@@ -54,7 +55,21 @@ type Delegate struct {
 	cfg  Config
 	recv *handoff.Receiver
 	now  func() time.Time
+
+	mu   sync.Mutex
+	held map[string]heldCancel // cancels that arrived before their offer, by offer digest
 }
+
+// heldCancel is a "canceled" that overtook its offer. It cannot be
+// verified until the offer arrives (the signature binds the offer's
+// digest and parties), so it is kept, bounded and for a limited time.
+type heldCancel struct {
+	status handoff.Element
+	until  time.Time
+}
+
+// maxHeld bounds the cancels held for offers not yet received.
+const maxHeld = 4096
 
 // New validates cfg and returns a Delegate. The store's Since turns on the
 // restart rule: offers issued before the store's memory begins are refused
@@ -73,7 +88,7 @@ func New(ctx context.Context, cfg Config) (*Delegate, error) {
 	if err != nil {
 		return nil, err
 	}
-	d := &Delegate{cfg: cfg}
+	d := &Delegate{cfg: cfg, held: map[string]heldCancel{}}
 	o := cfg.Options
 	o.Memory = lookupOnly{cfg.Store}
 	o.Since = since
@@ -157,16 +172,26 @@ func (d *Delegate) Receive(ctx context.Context, b []byte, dialog string, authent
 			a.Status = st
 			return a, nil
 		}
-		return d.claim(ctx, a, o, res.Handoff.Offer, store.Rejected, st, authenticated)
+		return d.claim(ctx, a, o, res.Handoff.Offer, store.Rejected, st, authenticated, false)
 	case handoff.Accepted:
+		if d.heldFor(res.Handoff.Offer) {
+			// The delegator canceled this hop before its offer arrived:
+			// the work is not taken (Lifecycle: offered -> canceled).
+			rej, err := d.sign(o, res.Handoff.Offer, handoff.StateRejected, handoff.ReasonPolicy, "canceled by the delegator before the offer arrived", nil)
+			if err != nil {
+				return nil, err
+			}
+			a.Outcome = handoff.Rejected
+			return d.claim(ctx, a, o, res.Handoff.Offer, store.Rejected, rej, authenticated, true)
+		}
 		if d.cfg.Defer {
-			return d.claim(ctx, a, o, res.Handoff.Offer, store.Received, nil, authenticated)
+			return d.claim(ctx, a, o, res.Handoff.Offer, store.Received, nil, authenticated, false)
 		}
 		st, err := d.sign(o, res.Handoff.Offer, handoff.StateAccepted, "", "", nil)
 		if err != nil {
 			return nil, err
 		}
-		return d.claim(ctx, a, o, res.Handoff.Offer, store.Accepted, st, authenticated)
+		return d.claim(ctx, a, o, res.Handoff.Offer, store.Accepted, st, authenticated, false)
 	}
 	return nil, fmt.Errorf("delegate: unexpected outcome %q", res.Outcome)
 }
@@ -174,11 +199,11 @@ func (d *Delegate) Receive(ctx context.Context, b []byte, dialog string, authent
 // claim records the decision on a new hop in one insert-if-absent. If
 // another process claimed the hop first, this offer is a retransmission or
 // equivocation of that one.
-func (d *Delegate) claim(ctx context.Context, a *Answer, o *handoff.Offer, offer handoff.Element, state store.State, st *handoff.Element, authenticated bool) (*Answer, error) {
+func (d *Delegate) claim(ctx context.Context, a *Answer, o *handoff.Offer, offer handoff.Element, state store.State, st *handoff.Element, authenticated, canceled bool) (*Answer, error) {
 	now := d.now()
 	rec := &store.Record{
 		Iss: o.Iss, Hop: o.Hop, Digest: offer.Digest(), Offer: offer.Octets, OfferForm: offer.Form,
-		State: state, Received: now, KeepUntil: time.Unix(o.Exp, 0).Add(d.skew()),
+		State: state, Received: now, KeepUntil: time.Unix(o.Exp, 0).Add(d.skew()), Canceled: canceled,
 	}
 	if st != nil {
 		rec.Status, rec.StatusForm = st.Octets, st.Form
@@ -431,8 +456,17 @@ func (d *Delegate) Unknown(ctx context.Context, iss, hop, why string) error {
 // not show that the work took no effect; the hop's outcome is still
 // recorded when known. Passing the cancel down the chain is the
 // delegator's side (package delegator).
+//
+// A cancel for a hop not recorded (it overtook its offer) is held, and
+// the error wraps store.ErrNotFound: if the offer arrives while the cancel
+// is held and the cancel verifies against it, the offer is rejected with
+// reason "policy", recorded as canceled, and the work never starts.
 func (d *Delegate) Cancel(ctx context.Context, status handoff.Element, iss, hop string) (*store.Record, error) {
 	r, err := d.cfg.Store.Get(ctx, iss, hop)
+	if errors.Is(err, store.ErrNotFound) {
+		d.hold(status)
+		return nil, fmt.Errorf("%w: hop %s of %q; the cancel is held until its offer arrives", err, hop, iss)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -460,6 +494,52 @@ func (d *Delegate) Cancel(ctx context.Context, status handoff.Element, iss, hop 
 	}
 	r.Canceled = true
 	return r, nil
+}
+
+// hold keeps a cancel for an offer not yet received, until that offer
+// would be stale anyway.
+func (d *Delegate) hold(status handoff.Element) {
+	_, st, err := handoff.UnsafeDecode(status)
+	if err != nil || st == nil || st.State != handoff.StateCanceled {
+		return
+	}
+	life := d.cfg.Options.MaxLifetime
+	if life <= 0 {
+		life = 300 * time.Second
+	}
+	now := d.now()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for k, h := range d.held {
+		if len(d.held) < maxHeld {
+			break
+		}
+		if now.After(h.until) || len(d.held) >= maxHeld {
+			delete(d.held, k)
+		}
+	}
+	d.held[st.Offer.Alg+":"+st.Offer.String()] = heldCancel{status: status, until: now.Add(life + 2*d.skew())}
+}
+
+// heldFor reports whether a held cancel verifies against offer (D9:
+// signed by offer.iss, addressed to offer.aud, naming this offer), and
+// forgets it either way.
+func (d *Delegate) heldFor(offer handoff.Element) bool {
+	d.mu.Lock()
+	if len(d.held) == 0 {
+		d.mu.Unlock()
+		return false
+	}
+	dg := offer.Digest()
+	k := dg.Alg + ":" + dg.String()
+	h, ok := d.held[k]
+	delete(d.held, k)
+	d.mu.Unlock()
+	if !ok || d.now().After(h.until) {
+		return false
+	}
+	vs, err := handoff.VerifyStatus(h.status, offer, handoff.StatusOptions{Keys: d.cfg.Options.Keys, Now: d.now, Skew: d.cfg.Options.Skew})
+	return err == nil && vs.Status.State == handoff.StateCanceled
 }
 
 // Sweep removes the records that may go now (see store.Store.Sweep).

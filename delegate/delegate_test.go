@@ -456,3 +456,35 @@ func TestSweepBounded(t *testing.T) {
 		t.Fatalf("an accepted hop with unknown outcome was swept: %v", err)
 	}
 }
+
+// Lifecycle, "canceled" from offered: a cancel that overtakes its offer is
+// held, and the offer, when it arrives, is refused and recorded canceled.
+func TestCancelBeforeOffer(t *testing.T) {
+	w := newWorld(t)
+	s := w.freshStore()
+	d := w.delegate(s, nil)
+	ctx := context.Background()
+	b, o := w.offer("")
+	h, _ := handoff.ParseHandoff(b, handoff.Limits{})
+	cancel, _ := w.signers["planner"].SignStatus(&handoff.Status{Offer: h.Offer.Digest(), Iss: "planner", Aud: "coder",
+		Iat: w.clock().Unix(), State: handoff.StateCanceled}, handoff.FormJWS)
+	if _, err := d.Cancel(ctx, cancel, o.Iss, o.Hop); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("cancel before the offer: %v", err)
+	}
+	a, err := d.Receive(ctx, b, "ctx", true)
+	if err != nil || a.Take || a.Outcome != handoff.Rejected || statusOf(t, w, a.Status, b).Reason != handoff.ReasonPolicy {
+		t.Fatalf("offer after its cancel: %+v %v", a, err)
+	}
+	if r, _ := s.Get(ctx, o.Iss, o.Hop); r == nil || !r.Canceled || r.State != store.Rejected {
+		t.Fatalf("record %+v", r)
+	}
+	// A cancel signed by someone else does not stop an offer.
+	b2, o2 := w.offer("")
+	h2, _ := handoff.ParseHandoff(b2, handoff.Limits{})
+	forged, _ := w.signers["coder"].SignStatus(&handoff.Status{Offer: h2.Offer.Digest(), Iss: "planner", Aud: "coder",
+		Iat: w.clock().Unix(), State: handoff.StateCanceled}, handoff.FormJWS)
+	d.Cancel(ctx, forged, o2.Iss, o2.Hop)
+	if a, _ := d.Receive(ctx, b2, "ctx", true); !a.Take {
+		t.Fatalf("a forged early cancel stopped the offer: %+v", a)
+	}
+}

@@ -261,6 +261,7 @@ type simHop struct {
 	// delegate side
 	took           bool
 	tookAfterLost  bool // taken after a cancel for it was lost (delivered before the offer)
+	canceledEarly  bool // refused on arrival: its cancel overtook it and was held
 	cancelSent     bool
 	cancelDelivEv  int  // first delivery of a cancel; -1 never
 	cancelRecorded bool // a cancel was delivered while the record existed
@@ -293,6 +294,7 @@ type simMsg struct {
 type simStats struct {
 	runs, steps, sent, dropped, duplicated, delayed, delivered           int64
 	takes, effects, cancels, cancelLost, lateTakes, stale, equivocations int64
+	canceledEarly                                                        int64
 	replay, restarts, misrouted                                          int64
 	observed, probes, retries, unresolved, flagged, conflicts, finished  int64
 	firstLateTakeSeed                                                    uint64
@@ -493,6 +495,11 @@ func (s *sim) restart() {
 	a.since = s.now
 	a.mem = store.NewMemory(s.now)
 	s.must(s.newDelegate(a), "%s: restart", a.name)
+	for _, hp := range s.hops {
+		if hp.to == a && hp.canceledEarly {
+			hp.recordLost = true
+		}
+	}
 	for _, j := range a.jobs {
 		j.hop.recordLost = true
 		if !j.finished {
@@ -719,6 +726,16 @@ func (s *sim) deliverOffer(m *simMsg) {
 			break
 		}
 		st := s.statusOf(to, a.Status, hp)
+		if st.Reason == handoff.ReasonPolicy && hp.cancelLost {
+			// Canceled before its offer arrived: the held cancel verified,
+			// the offer is refused and recorded canceled; no work.
+			if before != nil || after == nil || after.State != store.Rejected || !after.Canceled {
+				s.errf("%s: hop%d canceled before arrival: before=%v after=%+v", to.name, hp.seq, before != nil, after)
+			}
+			s.st.canceledEarly++
+			hp.canceledEarly = true
+			break
+		}
 		if before != nil || after != nil {
 			s.errf("%s: hop%d rejected (%s) though it is recorded (draft step 3: a remembered pair skips the freshness check)", to.name, hp.seq, st.Reason)
 		}
@@ -1491,7 +1508,7 @@ func (s *sim) final() {
 		if rerr != nil && !errors.Is(rerr, store.ErrNotFound) {
 			s.must(rerr, "get")
 		}
-		if rec != nil && !hp.took || rec == nil && hp.took && !hp.recordLost {
+		if rec != nil && !hp.took && !hp.canceledEarly || rec == nil && (hp.took || hp.canceledEarly) && !hp.recordLost {
 			s.errf("%s: hop%d taken=%v but record present=%v", hp.to.name, hp.seq, hp.took, rec != nil)
 		}
 		// Invariant 6: silence never becomes failed, and a hop it stopped
@@ -1536,9 +1553,14 @@ func (s *sim) final() {
 			switch {
 			case hp.cancelDelivEv < 0:
 				s.errf("no-drop cancel path: the cancel for hop%d (%s->%s) was never delivered", hp.seq, hp.from.name, hp.to.name)
-			case rec != nil && !rec.Canceled && !hp.cancelLost:
+			case rec != nil && !rec.Canceled && !hp.recordLost:
 				s.errf("no-drop cancel path: %s received hop%d but its record is not canceled", hp.to.name, hp.seq)
 			}
+		}
+		if hp.tookAfterLost && hp.to.restarts == 0 {
+			// The delegate held the cancel that overtook the offer; only a
+			// restart (which loses what it held) may let the offer in.
+			s.errf("%s took hop%d after its cancel had arrived (Lifecycle: canceled from offered)", hp.to.name, hp.seq)
 		}
 		if hp.tookAfterLost {
 			if s.st.firstLateTakeSeed == 0 {
@@ -1633,7 +1655,7 @@ func TestSimulation(t *testing.T) {
 		total.takes, total.effects, total.finished, total.stale, total.equivocations, total.cancels, total.cancelLost, total.lateTakes,
 		total.observed, total.retries, total.probes, total.unresolved, total.flagged)
 	if total.lateTakes > 0 {
-		t.Logf("note: a cancel that arrives before its offer is lost (the delegate has no record to verify it against), and the delegator's retransmissions of the canceled hop can then start the work; first seed: %d", total.firstLateTakeSeed)
+		t.Logf("note: a cancel that overtook its offer was held by a delegate that then restarted (losing it), and the offer was taken later; first seed: %d", total.firstLateTakeSeed)
 	}
 }
 
