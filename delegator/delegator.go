@@ -353,3 +353,29 @@ func (d *Delegator) Due(ctx context.Context) ([]Ask, error) {
 func (d *Delegator) Flags(ctx context.Context, all bool) ([]store.Flag, error) {
 	return d.c.Store.Flags(ctx, all)
 }
+
+// RunRetransmitter asks again every interval until ctx is done: for each
+// due hop it calls send with the identical octets of the offer (send
+// resends the Handoff the caller keeps for the hop, as first sent). Send
+// errors go to report (which may be nil); the schedule goes on, and a hop
+// whose retries run out is flagged by Due.
+func (d *Delegator) RunRetransmitter(ctx context.Context, every time.Duration, send func(context.Context, Ask) error, report func(error)) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		asks, err := d.Due(ctx)
+		if err != nil && report != nil {
+			report(err)
+		}
+		for _, a := range asks {
+			if err := send(ctx, a); err != nil && report != nil {
+				report(fmt.Errorf("delegator: asking %s again about hop %s: %w", a.Hop.Aud, a.Hop.Hop, err))
+			}
+		}
+	}
+}

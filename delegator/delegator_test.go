@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -351,4 +352,41 @@ func TestRestartResumesAsking(t *testing.T) {
 	if r, _ := s2.IssuedHop(ctx, h.Hop); !r.Resolved {
 		t.Fatal("not resolved")
 	}
+}
+
+// The retransmitter sends what Due returns, on its own schedule, until
+// its context ends.
+func TestRunRetransmitter(t *testing.T) {
+	w := newWorld(t, "planner", "coder")
+	s := store.NewMemory(w.now)
+	var mu sync.Mutex
+	now := time.Now()
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	d, err := delegator.New(delegator.Config{Me: "planner", Signer: w.signers["planner"], Keys: w.keys, Store: s, Now: clock,
+		Retry: delegator.Retry{First: time.Millisecond, Max: time.Millisecond, MaxAttempts: 3}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, h, err := d.Offer(context.Background(), delegator.Offer{Aud: "coder", Work: "w"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	sent := make(chan delegator.Ask, 10)
+	done := make(chan struct{})
+	go func() {
+		d.RunRetransmitter(ctx, time.Millisecond, func(_ context.Context, a delegator.Ask) error { sent <- a; return nil }, nil)
+		close(done)
+	}()
+	for i := 1; i <= 3; i++ {
+		mu.Lock()
+		now = now.Add(time.Second)
+		mu.Unlock()
+		a := <-sent
+		if a.Attempt != i || !bytes.Equal(a.Offer.Octets, h.Offer) {
+			t.Fatalf("ask %d: attempt %d", i, a.Attempt)
+		}
+	}
+	cancel()
+	<-done
 }
