@@ -154,6 +154,7 @@ func (d *Delegate) Receive(ctx context.Context, b []byte, dialog string, authent
 	}
 	o := res.Offer
 	a.Iss, a.Hop = o.Iss, o.Hop
+	dg := *res.OfferDigest // computed once by the receiver; set whenever Offer is
 	switch res.Outcome {
 	case handoff.Retransmission, handoff.Equivocation:
 		r, err := d.cfg.Store.Get(ctx, o.Iss, o.Hop)
@@ -162,7 +163,7 @@ func (d *Delegate) Receive(ctx context.Context, b []byte, dialog string, authent
 		}
 		return d.seen(ctx, a, r, res.Handoff.Offer, authenticated)
 	case handoff.Rejected:
-		st, err := d.sign(o, res.Handoff.Offer, handoff.StateRejected, res.Reason, "", nil)
+		st, err := d.sign(o, dg, handoff.StateRejected, res.Reason, "", nil)
 		if err != nil {
 			return nil, err
 		}
@@ -172,26 +173,26 @@ func (d *Delegate) Receive(ctx context.Context, b []byte, dialog string, authent
 			a.Status = st
 			return a, nil
 		}
-		return d.claim(ctx, a, o, res.Handoff.Offer, store.Rejected, st, authenticated, false)
+		return d.claim(ctx, a, o, res.Handoff.Offer, dg, store.Rejected, st, authenticated, false)
 	case handoff.Accepted:
-		if d.heldFor(res.Handoff.Offer) {
+		if d.heldFor(res.Handoff.Offer, dg) {
 			// The delegator canceled this hop before its offer arrived:
 			// the work is not taken (Lifecycle: offered -> canceled).
-			rej, err := d.sign(o, res.Handoff.Offer, handoff.StateRejected, handoff.ReasonPolicy, "canceled by the delegator before the offer arrived", nil)
+			rej, err := d.sign(o, dg, handoff.StateRejected, handoff.ReasonPolicy, "canceled by the delegator before the offer arrived", nil)
 			if err != nil {
 				return nil, err
 			}
 			a.Outcome = handoff.Rejected
-			return d.claim(ctx, a, o, res.Handoff.Offer, store.Rejected, rej, authenticated, true)
+			return d.claim(ctx, a, o, res.Handoff.Offer, dg, store.Rejected, rej, authenticated, true)
 		}
 		if d.cfg.Defer {
-			return d.claim(ctx, a, o, res.Handoff.Offer, store.Received, nil, authenticated, false)
+			return d.claim(ctx, a, o, res.Handoff.Offer, dg, store.Received, nil, authenticated, false)
 		}
-		st, err := d.sign(o, res.Handoff.Offer, handoff.StateAccepted, "", "", nil)
+		st, err := d.sign(o, dg, handoff.StateAccepted, "", "", nil)
 		if err != nil {
 			return nil, err
 		}
-		return d.claim(ctx, a, o, res.Handoff.Offer, store.Accepted, st, authenticated, false)
+		return d.claim(ctx, a, o, res.Handoff.Offer, dg, store.Accepted, st, authenticated, false)
 	}
 	return nil, fmt.Errorf("delegate: unexpected outcome %q", res.Outcome)
 }
@@ -199,10 +200,10 @@ func (d *Delegate) Receive(ctx context.Context, b []byte, dialog string, authent
 // claim records the decision on a new hop in one insert-if-absent. If
 // another process claimed the hop first, this offer is a retransmission or
 // equivocation of that one.
-func (d *Delegate) claim(ctx context.Context, a *Answer, o *handoff.Offer, offer handoff.Element, state store.State, st *handoff.Element, authenticated, canceled bool) (*Answer, error) {
+func (d *Delegate) claim(ctx context.Context, a *Answer, o *handoff.Offer, offer handoff.Element, dg handoff.Digest, state store.State, st *handoff.Element, authenticated, canceled bool) (*Answer, error) {
 	now := d.now()
 	rec := &store.Record{
-		Iss: o.Iss, Hop: o.Hop, Digest: offer.Digest(), Offer: offer.Octets, OfferForm: offer.Form,
+		Iss: o.Iss, Hop: o.Hop, Digest: dg, Offer: offer.Octets, OfferForm: offer.Form,
 		State: state, Received: now, KeepUntil: time.Unix(o.Exp, 0).Add(d.skew()), Canceled: canceled,
 	}
 	if st != nil {
@@ -259,7 +260,7 @@ func (d *Delegate) equivocation(ctx context.Context, r *store.Record, second han
 		if err != nil || first == nil {
 			return fmt.Errorf("delegate: recorded offer of hop %s cannot be read: %v", r.Hop, err)
 		}
-		st, err := d.sign(first, handoff.Element{Form: r.OfferForm, Octets: r.Offer}, handoff.StateRejected, handoff.ReasonEquivocation, "", nil)
+		st, err := d.sign(first, r.Digest, handoff.StateRejected, handoff.ReasonEquivocation, "", nil)
 		if err != nil {
 			return err
 		}
@@ -286,10 +287,10 @@ func (d *Delegate) skew() time.Duration {
 	return 60 * time.Second
 }
 
-// sign makes a status for offer o (whose signed element is el), from this
+// sign makes a status for offer o (whose handoff digest is dg), from this
 // delegate to the delegator.
-func (d *Delegate) sign(o *handoff.Offer, el handoff.Element, state handoff.State, reason handoff.Reason, detail string, refs []handoff.ContextRef) (*handoff.Element, error) {
-	st := &handoff.Status{Offer: el.Digest(), Iss: o.Aud, Aud: o.Iss, Iat: d.now().Unix(), State: state,
+func (d *Delegate) sign(o *handoff.Offer, dg handoff.Digest, state handoff.State, reason handoff.Reason, detail string, refs []handoff.ContextRef) (*handoff.Element, error) {
+	st := &handoff.Status{Offer: dg, Iss: o.Aud, Aud: o.Iss, Iat: d.now().Unix(), State: state,
 		Reason: reason, Detail: detail, Refs: refs}
 	s, err := d.cfg.Signer.SignStatus(st, d.cfg.StatusForm)
 	if err != nil {
@@ -324,7 +325,7 @@ func (d *Delegate) decide(ctx context.Context, iss, hop string, to store.State, 
 	if err != nil || o == nil {
 		return nil, fmt.Errorf("delegate: recorded offer of hop %s cannot be read: %v", hop, err)
 	}
-	st, err := d.sign(o, offer, handoff.State(to), reason, "", nil)
+	st, err := d.sign(o, r.Digest, handoff.State(to), reason, "", nil)
 	if err != nil {
 		return nil, err
 	}
@@ -373,7 +374,7 @@ func (d *Delegate) status(r *store.Record, out Outcome) (*handoff.Element, error
 	if r.Equivocated && out.State == store.Failed {
 		reason = handoff.ReasonEquivocation
 	}
-	return d.sign(o, offer, handoff.State(out.State), reason, out.Detail, out.Refs)
+	return d.sign(o, r.Digest, handoff.State(out.State), reason, out.Detail, out.Refs)
 }
 
 // Finish records a known outcome of work whose effect is outside the
@@ -524,13 +525,12 @@ func (d *Delegate) hold(status handoff.Element) {
 // heldFor reports whether a held cancel verifies against offer (D9:
 // signed by offer.iss, addressed to offer.aud, naming this offer), and
 // forgets it either way.
-func (d *Delegate) heldFor(offer handoff.Element) bool {
+func (d *Delegate) heldFor(offer handoff.Element, dg handoff.Digest) bool {
 	d.mu.Lock()
 	if len(d.held) == 0 {
 		d.mu.Unlock()
 		return false
 	}
-	dg := offer.Digest()
 	k := dg.Alg + ":" + dg.String()
 	h, ok := d.held[k]
 	delete(d.held, k)

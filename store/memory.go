@@ -116,20 +116,15 @@ func (m *Memory) Transition(_ context.Context, iss, hop string, from, to State, 
 
 // MarkCanceled implements Store.
 func (m *Memory) MarkCanceled(_ context.Context, iss, hop string) error {
-	if err := m.lock(); err != nil {
-		return err
-	}
-	defer m.mu.Unlock()
-	r, ok := m.hops[[2]string{iss, hop}]
-	if !ok {
-		return ErrNotFound
-	}
-	r.Canceled = true
-	return nil
+	return m.mark(iss, hop, func(r *Record) { r.Canceled = true })
 }
 
 // MarkEquivocated implements Store.
 func (m *Memory) MarkEquivocated(_ context.Context, iss, hop string) error {
+	return m.mark(iss, hop, func(r *Record) { r.Equivocated = true })
+}
+
+func (m *Memory) mark(iss, hop string, set func(*Record)) error {
 	if err := m.lock(); err != nil {
 		return err
 	}
@@ -138,7 +133,7 @@ func (m *Memory) MarkEquivocated(_ context.Context, iss, hop string) error {
 	if !ok {
 		return ErrNotFound
 	}
-	r.Equivocated = true
+	set(r)
 	return nil
 }
 
