@@ -41,11 +41,26 @@ const (
 	ChainUnchecked    ChainQuality = "unchecked"
 )
 
-// RefCheck is the step 7 hook: it checks the offer's references that local
-// policy requires and returns an error wrapping ErrRefMismatch or
-// ErrUnverifiableRef (or any other error, reported as unverifiable-ref)
-// when one fails. It is called only for an offer that passed steps 1-6.
-type RefCheck func(ctx context.Context, o *Offer) error
+// RefOutcome is what step 7 found for one reference. There are four honest
+// outcomes; "verified" is never given without performing the check.
+type RefOutcome string
+
+// The reference outcomes (issue 5; reported by `handoff verify`).
+const (
+	RefVerified     RefOutcome = "verified"
+	RefMismatch     RefOutcome = "mismatch"
+	RefUnverifiable RefOutcome = "unverifiable"
+	RefNotChecked   RefOutcome = "not-checked"
+)
+
+// RefCheck is the step 7 hook: it checks the offer's references and
+// returns one outcome per entry of o.Refs, in order. It returns an error
+// wrapping ErrRefMismatch or ErrUnverifiableRef (any other error is
+// reported as unverifiable-ref) when a reference that local policy
+// requires failed; the outcomes are kept in the Result either way. It is
+// called only for an offer that passed steps 1-6. Package refs provides
+// the checker.
+type RefCheck func(ctx context.Context, o *Offer) ([]RefOutcome, error)
 
 // Options configure a Receiver. Zero values take the defaults of D4.
 type Options struct {
@@ -118,6 +133,11 @@ type Result struct {
 
 	Chain        []ChainElement // the checked chain, oldest first, once step 6 ran to the end
 	ChainQuality ChainQuality
+
+	// Refs holds one outcome per reference of the offer, in order, once
+	// the offer reached step 7 (all RefNotChecked without a CheckRefs
+	// hook); nil before that.
+	Refs []RefOutcome
 }
 
 // ChainElement is one checked chain element: its decoded payload, and the
@@ -245,8 +265,18 @@ func (r *Receiver) Receive(ctx context.Context, b []byte, dialog string) (*Resul
 	}
 
 	// Step 7: references that local policy requires.
+	res.Refs = make([]RefOutcome, len(o.Refs))
+	for i := range res.Refs {
+		res.Refs[i] = RefNotChecked
+	}
 	if r.o.CheckRefs != nil {
-		if err := r.o.CheckRefs(ctx, o); err != nil {
+		outs, err := r.o.CheckRefs(ctx, o)
+		if len(outs) == len(res.Refs) {
+			res.Refs = outs
+		} else if err == nil {
+			err = fmt.Errorf("%w: the reference check returned %d outcomes for %d refs", ErrUnverifiableRef, len(outs), len(o.Refs))
+		}
+		if err != nil {
 			reason := ReasonUnverifiableRef
 			if errors.Is(err, ErrRefMismatch) {
 				reason = ReasonRefMismatch

@@ -298,12 +298,12 @@ func receiveCases() []receiveCase {
 			build: func(f *fixture, fm []Form) *Handoff { return f.path(fm, "outsider", "planner", "me") }},
 		{rule: "Step 7: a required reference that does not match", outcome: Rejected, reason: ReasonRefMismatch, quality: ChainAbsent,
 			opts: func(o *Options) {
-				o.CheckRefs = func(context.Context, *Offer) error { return fmt.Errorf("refs[0]: %w", ErrRefMismatch) }
+				o.CheckRefs = func(context.Context, *Offer) ([]RefOutcome, error) { return nil, fmt.Errorf("refs[0]: %w", ErrRefMismatch) }
 			},
 			build: func(f *fixture, fm []Form) *Handoff { return f.path(fm, "planner", "me") }},
 		{rule: "Step 7: a required reference that cannot be checked", outcome: Rejected, reason: ReasonUnverifiableRef, quality: ChainAbsent,
 			opts: func(o *Options) {
-				o.CheckRefs = func(context.Context, *Offer) error { return errors.New("octets not available") }
+				o.CheckRefs = func(context.Context, *Offer) ([]RefOutcome, error) { return nil, errors.New("octets not available") }
 			},
 			build: func(f *fixture, fm []Form) *Handoff { return f.path(fm, "planner", "me") }},
 	}
