@@ -1,0 +1,239 @@
+package refs
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"net/url"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/quantumlearningmachines/handoff"
+)
+
+// object is what the test server serves at /obj.
+var object = []byte(`{"doc":"the prior context the delegate fetches"}`)
+
+// server is a real local HTTP server that counts the requests it gets, so
+// a test can show a refused fetch never reached it.
+type server struct {
+	*httptest.Server
+	hits atomic.Int64
+}
+
+func newServer(t *testing.T, tls bool, h http.HandlerFunc) *server {
+	s := &server{}
+	wrapped := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.hits.Add(1)
+		h(w, r)
+	})
+	if tls {
+		s.Server = httptest.NewTLSServer(wrapped)
+	} else {
+		s.Server = httptest.NewServer(wrapped)
+	}
+	t.Cleanup(s.Close)
+	return s
+}
+
+func (s *server) host() string { u, _ := url.Parse(s.URL); return u.Host }
+
+func serveObject(w http.ResponseWriter, r *http.Request) {
+	switch r.URL.Path {
+	case "/obj":
+		w.Write(object)
+	case "/same-host-redirect":
+		http.Redirect(w, r, "/obj", http.StatusFound)
+	default:
+		http.NotFound(w, r)
+	}
+}
+
+// fetchPolicy allows the server's host, plain http and loopback: every
+// safeguard but the one a test turns back on.
+func fetchPolicy(hosts ...string) FetchPolicy {
+	return FetchPolicy{Senders: []string{delegator}, Schemes: []string{"http", "https"}, Hosts: hosts,
+		AllowPrivate: true, Timeout: 5 * time.Second}
+}
+
+// checkFetch checks one required digest ref of object at loc, placed at
+// index 1 (after a ref the host supplied) so the error's index is shown to
+// be the reference's own.
+func checkFetch(t *testing.T, fp FetchPolicy, sender, loc string, want []byte) Finding {
+	t.Helper()
+	first := []byte("supplied")
+	c := mustChecker(t, Policy{RequireAll: true, Fetch: fp})
+	rs := []handoff.ContextRef{NewDigestRef(first, ""), NewDigestRef(want, loc)}
+	fs := c.CheckRefs(context.Background(), sender, rs, &Material{Octets: map[int][]byte{0: first}})
+	if fs[0].Outcome != handoff.RefVerified {
+		t.Fatalf("the supplied ref: %s %v", fs[0].Outcome, fs[0].Err)
+	}
+	return fs[1]
+}
+
+func wantRefused(t *testing.T, f Finding, safeguard error) {
+	t.Helper()
+	if f.Outcome != handoff.RefUnverifiable || !errors.Is(f.Err, safeguard) || !errors.Is(f.Err, handoff.ErrUnverifiableRef) {
+		t.Fatalf("outcome %s, error %v; want unverifiable by %v", f.Outcome, f.Err, safeguard)
+	}
+	var re *RefError
+	if !errors.As(f.Err, &re) || re.Index != 1 || !strings.Contains(f.Err.Error(), "refs[1]") {
+		t.Fatalf("error %v does not name refs[1]", f.Err)
+	}
+}
+
+// TestFetchAllowed: a required reference whose octets were not supplied
+// is fetched from loc and checked (draft "Context References": octets
+// the delegate is expected to fetch from loc).
+func TestFetchAllowed(t *testing.T) {
+	s := newServer(t, false, serveObject)
+	f := checkFetch(t, fetchPolicy(s.host()), delegator, s.URL+"/obj", object)
+	if f.Outcome != handoff.RefVerified || !f.Fetched {
+		t.Fatalf("outcome %s fetched %v: %v", f.Outcome, f.Fetched, f.Err)
+	}
+	f = checkFetch(t, fetchPolicy(s.host()), delegator, s.URL+"/obj", []byte("not what is served"))
+	if f.Outcome != handoff.RefMismatch || !f.Fetched || !errors.Is(f.Err, handoff.ErrRefMismatch) {
+		t.Fatalf("outcome %s fetched %v: %v", f.Outcome, f.Fetched, f.Err)
+	}
+	// A redirect within the host is followed.
+	f = checkFetch(t, fetchPolicy(s.host()), delegator, s.URL+"/same-host-redirect", object)
+	if f.Outcome != handoff.RefVerified {
+		t.Fatalf("same-host redirect: %s %v", f.Outcome, f.Err)
+	}
+	// A host entry without a port allows any port of that host.
+	f = checkFetch(t, fetchPolicy("127.0.0.1"), delegator, s.URL+"/obj", object)
+	if f.Outcome != handoff.RefVerified {
+		t.Fatalf("host without port: %s %v", f.Outcome, f.Err)
+	}
+	f = checkFetch(t, fetchPolicy(s.host()), delegator, s.URL+"/missing", object)
+	wantRefused(t, f, ErrFetch)
+}
+
+// TestFetchHTTPS fetches over TLS with the server's certificate as the
+// only root, under the default scheme allowlist (https only).
+func TestFetchHTTPS(t *testing.T) {
+	s := newServer(t, true, serveObject)
+	fp := fetchPolicy(s.host())
+	fp.Schemes = nil
+	fp.RootCAs = s.Client().Transport.(*http.Transport).TLSClientConfig.RootCAs
+	f := checkFetch(t, fp, delegator, s.URL+"/obj", object)
+	if f.Outcome != handoff.RefVerified || !f.Fetched {
+		t.Fatalf("https: %s %v", f.Outcome, f.Err)
+	}
+	// Without the root the server is not trusted: a fetch error.
+	fp.RootCAs = nil
+	wantRefused(t, checkFetch(t, fp, delegator, s.URL+"/obj", object), ErrFetch)
+}
+
+// TestFetchSafeguards checks each safeguard of draft "Resource Use" against
+// a local server; each refusal is unverifiable, names its safeguard and
+// the reference's index, and (but for size and timeout, which must read)
+// never reaches the server.
+func TestFetchSafeguards(t *testing.T) {
+	const capSize = 1024
+	slow := make(chan struct{})
+	t.Cleanup(func() { close(slow) })
+	other := newServer(t, false, serveObject)
+	s := newServer(t, false, func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/big":
+			w.Write(bytes.Repeat([]byte("x"), capSize+1))
+		case "/big-chunked":
+			for range capSize + 1 {
+				w.Write([]byte("x"))
+				w.(http.Flusher).Flush()
+			}
+		case "/slow":
+			select {
+			case <-r.Context().Done():
+			case <-slow:
+			}
+		case "/elsewhere":
+			http.Redirect(w, r, other.URL+"/obj", http.StatusFound)
+		default:
+			serveObject(w, r)
+		}
+	})
+	both := []string{s.host(), other.host()}
+	tests := []struct {
+		name      string
+		rule      string
+		fp        func() FetchPolicy
+		sender    string
+		path      string
+		safeguard error
+		reaches   bool
+	}{
+		{"size cap, announced", "size cap", func() FetchPolicy { p := fetchPolicy(both...); p.MaxSize = capSize; return p }, delegator, "/big", ErrTooLarge, true},
+		{"size cap, streamed", "size cap", func() FetchPolicy { p := fetchPolicy(both...); p.MaxSize = capSize; return p }, delegator, "/big-chunked", ErrTooLarge, true},
+		{"timeout", "timeout", func() FetchPolicy { p := fetchPolicy(both...); p.Timeout = 200 * time.Millisecond; return p }, delegator, "/slow", ErrTimeout, true},
+		{"redirect to another host", "no redirects to other hosts", func() FetchPolicy { return fetchPolicy(both...) }, delegator, "/elsewhere", ErrRedirect, true},
+		{"scheme not allowed (default https only)", "allowlist of schemes", func() FetchPolicy { p := fetchPolicy(both...); p.Schemes = nil; return p }, delegator, "/obj", ErrSchemeNotAllowed, false},
+		{"host not allowed", "allowlist of hosts", func() FetchPolicy { return fetchPolicy(other.host()) }, delegator, "/obj", ErrHostNotAllowed, false},
+		{"host allowlist empty by default", "allowlist of hosts", func() FetchPolicy { return fetchPolicy() }, delegator, "/obj", ErrHostNotAllowed, false},
+		{"loopback address", "no private-address targets", func() FetchPolicy { p := fetchPolicy(both...); p.AllowPrivate = false; return p }, delegator, "/obj", ErrPrivateAddress, false},
+		{"untrusted sender", "no fetch for untrusted senders", func() FetchPolicy { return fetchPolicy(both...) }, "https://stranger.example", "/obj", ErrUntrustedSender, false},
+		{"zero policy fetches for nobody", "safeguards on by default", func() FetchPolicy { return FetchPolicy{} }, delegator, "/obj", ErrUntrustedSender, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			before, beforeOther := s.hits.Load(), other.hits.Load()
+			f := checkFetch(t, tc.fp(), tc.sender, s.URL+tc.path, object)
+			wantRefused(t, f, tc.safeguard)
+			if got := s.hits.Load() - before; (got > 0) != tc.reaches {
+				t.Fatalf("%s: the server got %d requests", tc.rule, got)
+			}
+			if other.hits.Load() != beforeOther {
+				t.Fatalf("%s: the other host was reached", tc.rule)
+			}
+		})
+	}
+}
+
+// TestFetchPrivateByName: the address check runs when connecting, after
+// name resolution, so a host name that resolves to loopback (as a rebound
+// name would) is refused although the name itself is allowed.
+func TestFetchPrivateByName(t *testing.T) {
+	s := newServer(t, false, serveObject)
+	u, _ := url.Parse(s.URL)
+	host := "localhost:" + u.Port()
+	fp := fetchPolicy(host)
+	fp.AllowPrivate = false
+	f := checkFetch(t, fp, delegator, "http://"+host+"/obj", object)
+	wantRefused(t, f, ErrPrivateAddress)
+	if s.hits.Load() != 0 {
+		t.Fatal("the server was reached")
+	}
+}
+
+// TestNotRequiredNeverFetched: only a required reference is fetched.
+func TestNotRequiredNeverFetched(t *testing.T) {
+	s := newServer(t, false, serveObject)
+	c := mustChecker(t, Policy{Fetch: fetchPolicy(s.host())})
+	fs := c.CheckRefs(context.Background(), delegator, []handoff.ContextRef{NewDigestRef(object, s.URL+"/obj")}, nil)
+	if fs[0].Outcome != handoff.RefNotChecked || s.hits.Load() != 0 {
+		t.Fatalf("outcome %s, %d requests", fs[0].Outcome, s.hits.Load())
+	}
+}
+
+func TestPrivateAddr(t *testing.T) {
+	for _, tc := range []struct {
+		addr    string
+		private bool
+	}{
+		{"127.0.0.1", true}, {"10.1.2.3", true}, {"172.16.0.1", true}, {"192.168.1.1", true},
+		{"169.254.169.254", true}, {"100.64.0.1", true}, {"0.0.0.0", true}, {"255.255.255.255", true},
+		{"224.0.0.1", true}, {"::1", true}, {"::", true}, {"fe80::1", true}, {"fd00::1", true},
+		{"::ffff:127.0.0.1", true}, {"::ffff:10.0.0.1", true}, {"64:ff9b::a00:1", true},
+		{"93.184.216.34", false}, {"2606:4700::1111", false}, {"::ffff:93.184.216.34", false},
+	} {
+		if got := privateAddr(netip.MustParseAddr(tc.addr)); got != tc.private {
+			t.Errorf("privateAddr(%s) = %v, want %v", tc.addr, got, tc.private)
+		}
+	}
+}
