@@ -19,12 +19,16 @@ const usage = `Usage:
     handoff pubkey KEYFILE
     handoff offer --key KEYFILE --iss ID --aud ID --dialog ID [--task ID]
                   [--ttl SECONDS] [--now UNIX] [--obo SUB] [--grant-file FILE]
-                  [--ref-file FILE ...] [--from HANDOFF] [--cose] [--cbor]
+                  [--ref-file FILE ...] [--ref REFFILE ...] [--from HANDOFF]
+                  [--cose] [--cbor]
     handoff status --key KEYFILE --from HANDOFF --state STATE [--reason R]
                   [--detail TEXT] [--iss ID] [--now UNIX] [--cose] [--cbor]
     handoff verify --trust TRUSTFILE --me ID [--now UNIX] [--skew S]
                   [--max-lifetime S] [--max-chain N] [--dialog ID]
-                  [--require-full-chain] [--state DIR] FILE...
+                  [--require-full-chain] [--state DIR] [--require-refs]
+                  [--ref-octets INDEX=FILE ...] [--ref-salt INDEX=B64U ...]
+                  [--scitt-service ID ...] FILE...
+    handoff ref [--salted] [--loc URI] FILE
     handoff verify-status --trust TRUSTFILE --from HANDOFF [--now UNIX] STATUS...
     handoff inspect [--trust TRUSTFILE] FILE
 
@@ -45,6 +49,13 @@ Examples:
     $ handoff status --key coder.jwk --from h2.json --state accepted > s.jws
     $ handoff verify-status --trust trust.json --from h2.json s.jws
     $ handoff inspect --trust trust.json h2.json
+    $ handoff ref --salted prompt.txt > prompt.ref   # prompts: always salted
+    $ handoff offer --key planner.jwk --iss https://planner.example \
+          --aud https://coder.example --dialog ctx-1 --ref prompt.ref > h3.json
+    $ handoff verify --trust trust.json --me https://coder.example \
+          --require-refs --ref-octets 0=prompt.txt \
+          --ref-salt 0=$(jq -r .salt prompt.ref) h3.json
+    {"file":"h3.json","result":"accepted","offer":"...","chain":"absent","refs":["verified"]}
 
 Exit status: 0 success, 1 negative verdict, 2 usage or I/O error.
 `
@@ -76,6 +87,7 @@ var commands = map[string]func(env, []string) error{
 	"verify":        cmdVerify,
 	"verify-status": cmdVerifyStatus,
 	"inspect":       cmdInspect,
+	"ref":           cmdRef,
 }
 
 func run(args []string, e env) int {

@@ -147,8 +147,11 @@ func cmdOffer(e env, args []string) error {
 	fs.Var(&now, "now", "issue time, Unix seconds (default: the clock)")
 	obo := fs.String("obo", "", "the principal's sub")
 	grantFile := fs.String("grant-file", "", "a credential whose digest becomes grant")
-	var refFiles stringList
-	fs.Var(&refFiles, "ref-file", "a file whose digest becomes a ref of kind digest (repeatable)")
+	// --ref-file and --ref fill one list, so the refs keep the order of
+	// the flags on the command line, the two kinds interleaved.
+	var refArgs []refArg
+	fs.Var(refArgFlag{&refArgs, false}, "ref-file", "a file whose digest becomes a ref of kind digest (repeatable)")
+	fs.Var(refArgFlag{&refArgs, true}, "ref", "a file `handoff ref` wrote, whose ref is added (repeatable)")
 	from := fs.String("from", "", "a received Handoff to pass on")
 	cose := fs.Bool("cose", false, "sign as COSE_Sign1 instead of JWS")
 	cbor := fs.Bool("cbor", false, "write the Handoff as CBOR")
@@ -182,8 +185,16 @@ func cmdOffer(e env, args []string) error {
 		d := handoff.DigestOf(b)
 		o.Grant = &d
 	}
-	for _, f := range refFiles {
-		b, err := os.ReadFile(f)
+	for _, a := range refArgs {
+		if a.refFile {
+			r, err := readRefFile(a.path)
+			if err != nil {
+				return err
+			}
+			o.Refs = append(o.Refs, r)
+			continue
+		}
+		b, err := os.ReadFile(a.path)
 		if err != nil {
 			return err
 		}
@@ -210,6 +221,23 @@ func cmdOffer(e env, args []string) error {
 		h = received.PassOn(el)
 	}
 	return writeHandoff(e, h, *cbor)
+}
+
+// refArg is one --ref-file (a file to digest) or --ref (a ref file).
+type refArg struct {
+	path    string
+	refFile bool
+}
+
+type refArgFlag struct {
+	list    *[]refArg
+	refFile bool
+}
+
+func (f refArgFlag) String() string { return "" }
+func (f refArgFlag) Set(v string) error {
+	*f.list = append(*f.list, refArg{v, f.refFile})
+	return nil
 }
 
 func writeHandoff(e env, h *handoff.Handoff, cbor bool) error {

@@ -62,6 +62,7 @@ func TestScript(t *testing.T) {
 			"truncate":  scriptTruncate,
 			"hexfile":   scriptHexfile,
 			"wsprefix":  scriptWsprefix,
+			"checkref":  scriptCheckref,
 		},
 	})
 }
@@ -527,4 +528,69 @@ func scriptWsprefix(ts *testscript.TestScript, neg bool, args []string) {
 		ts.Fatalf("usage: wsprefix IN OUT")
 	}
 	ts.Check(os.WriteFile(ts.MkAbs(args[1]), []byte(" \t\r\n"+ts.ReadFile(args[0])), 0o644))
+}
+
+// checkref REFFILE FILE KIND [LOC] [VAR]
+//
+// Checks, independently of the handoff packages, that REFFILE is what
+// `handoff ref` prints for FILE: one JSON object with exactly "ref" (and
+// "salt" iff KIND is salted-digest); ref has exactly kind KIND, dig
+// {alg: "sha-256", val: base64url SHA-256 of FILE's octets, after the
+// salt for salted-digest}, and loc LOC when LOC is given and not "-"; the
+// salt is strict base64url of at least 16 octets. Sets VAR to the salt.
+func scriptCheckref(ts *testscript.TestScript, neg bool, args []string) {
+	scriptNoNeg(ts, neg, "checkref")
+	if len(args) < 3 || len(args) > 5 {
+		ts.Fatalf("usage: checkref REFFILE FILE KIND [LOC] [VAR]")
+	}
+	var top map[string]json.RawMessage
+	ts.Check(json.Unmarshal([]byte(ts.ReadFile(args[0])), &top))
+	kind := args[2]
+	wantTop := 1
+	if kind == "salted-digest" {
+		wantTop = 2
+	}
+	if len(top) != wantTop {
+		ts.Fatalf("%s: %d members, want %d", args[0], len(top), wantTop)
+	}
+	var ref struct {
+		Kind string            `json:"kind"`
+		Dig  map[string]string `json:"dig"`
+		Loc  *string           `json:"loc"`
+	}
+	var members map[string]any
+	ts.Check(json.Unmarshal(top["ref"], &members))
+	ts.Check(json.Unmarshal(top["ref"], &ref))
+	loc := ""
+	if len(args) >= 4 && args[3] != "-" {
+		loc = args[3]
+	}
+	wantMembers := 2
+	if loc != "" {
+		wantMembers = 3
+		if ref.Loc == nil || *ref.Loc != loc {
+			ts.Fatalf("%s: loc %v, want %q", args[0], ref.Loc, loc)
+		}
+	}
+	if len(members) != wantMembers || ref.Kind != kind || len(ref.Dig) != 2 || ref.Dig["alg"] != "sha-256" {
+		ts.Fatalf("%s: ref %s, want kind %q, dig {alg sha-256, val}, loc %q", args[0], top["ref"], kind, loc)
+	}
+	var salt []byte
+	if kind == "salted-digest" {
+		var s string
+		ts.Check(json.Unmarshal(top["salt"], &s))
+		var err error
+		if salt, err = scriptB64.Strict().DecodeString(s); err != nil || len(salt) < 16 || strings.ContainsAny(s, "=\r\n") {
+			ts.Fatalf("%s: salt %q is not base64url of at least 16 octets", args[0], s)
+		}
+		if len(args) == 5 {
+			ts.Setenv(args[4], s)
+		}
+	}
+	h := sha256.New()
+	h.Write(salt)
+	h.Write([]byte(ts.ReadFile(args[1])))
+	if want := scriptB64.EncodeToString(h.Sum(nil)); ref.Dig["val"] != want {
+		ts.Fatalf("%s: dig val %s, want %s", args[0], ref.Dig["val"], want)
+	}
 }

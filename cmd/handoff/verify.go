@@ -11,6 +11,7 @@ import (
 
 	"github.com/quantumlearningmachines/handoff"
 	"github.com/quantumlearningmachines/handoff/internal/wire"
+	"github.com/quantumlearningmachines/handoff/refs"
 	"github.com/quantumlearningmachines/handoff/store"
 	"github.com/quantumlearningmachines/handoff/trust"
 )
@@ -79,6 +80,13 @@ func cmdVerify(e env, args []string) error {
 	dialog := fs.String("dialog", "", "the host message's dialog id")
 	full := fs.Bool("require-full-chain", false, "reject an offer with a prev whose chain is not full")
 	stateDir := fs.String("state", "", "keep the replay memory in `DIR` across runs")
+	requireRefs := fs.Bool("require-refs", false, "every ref of the outer offer must verify")
+	refOctets := &indexedFlag{}
+	fs.Var(refOctets, "ref-octets", "`INDEX=FILE`: the octets of the outer offer's ref INDEX (0-based; repeatable)")
+	refSalts := &indexedFlag{parse: func(v string) error { _, err := refs.ParseSalt(v); return err }}
+	fs.Var(refSalts, "ref-salt", "`INDEX=B64U`: the salt of the outer offer's salted-digest ref INDEX (repeatable)")
+	var services stringList
+	fs.Var(&services, "scitt-service", "an AgentId in the trust file whose keys sign SCITT receipts (repeatable)")
 	files, err := parse(fs, args)
 	if err != nil {
 		return err
@@ -114,8 +122,19 @@ func cmdVerify(e env, args []string) error {
 		}
 		inputs[i] = b
 	}
+	// The octets and salts are the same for every FILE: each one's outer
+	// offer has its refs checked against them (step 7).
+	m, err := material(refOctets, refSalts)
+	if err != nil {
+		return err
+	}
+	checker, err := refs.NewChecker(refs.Policy{RequireAll: *requireRefs, Keys: keys, Services: services})
+	if err != nil {
+		return err
+	}
+	ctx := refs.WithMaterial(context.Background(), m)
 	opts := handoff.Options{Me: *me, Keys: keys, Skew: skew, MaxLifetime: maxLife, Limits: lim,
-		RequireFullChain: *full, Now: now.now}
+		RequireFullChain: *full, Now: now.now, CheckRefs: checker.Check}
 	if *stateDir != "" {
 		st, err := openState(*stateDir)
 		if err != nil {
@@ -147,7 +166,7 @@ func cmdVerify(e env, args []string) error {
 			}
 			continue
 		}
-		res, err := r.Receive(context.Background(), inputs[i], *dialog)
+		res, err := r.Receive(ctx, inputs[i], *dialog)
 		if res == nil {
 			return err
 		}
@@ -164,6 +183,16 @@ func cmdVerify(e env, args []string) error {
 			line.Add("offer", nil)
 		}
 		line.Add("chain", string(res.ChainQuality))
+		// An offer that reached step 7 reports one outcome per ref. An
+		// offer without refs prints no "refs" member, so its line is
+		// what it was before references were checked.
+		if len(res.Refs) > 0 {
+			outs := make([]any, len(res.Refs))
+			for j, o := range res.Refs {
+				outs[j] = string(o)
+			}
+			line.Add("refs", outs)
+		}
 		if err := writeLine(e, line); err != nil {
 			return err
 		}
