@@ -35,10 +35,13 @@ import (
 // not the issuer's identity or the truth of the statement.
 //
 // The leaf. The Merkle tree leaf is S itself: its RFC 9162 leaf hash is
-// SHA-256(0x00 || S) (StatementLeafHash). Registering the statement
-// without its unprotected header is what SCITT transparency services do,
-// since that header is where receipts are later attached; S is the same
-// octet string dig names, so the receipt and dig are about the same thing.
+// SHA-256(0x00 || S) (StatementLeafHash). The SCITT documents leave the
+// leaf's content to the transparency service; this profile fixes it as S,
+// the same octets dig names, so that the receipt and dig are about one
+// thing and receipts attached later to the statement's unprotected header
+// (label 394) change neither. A service that logs something else (a hash
+// of S, a CCF ledger entry) issues receipts this profile reports as
+// mismatch.
 //
 // The receipt: a tagged COSE_Sign1 (tag 18), decoded strictly (no
 // duplicate map keys, definite lengths, no tags inside) with
