@@ -1,6 +1,7 @@
 package handoff
 
 import (
+	"bytes"
 	"fmt"
 
 	"github.com/quantumlearningmachines/handoff/internal/wire"
@@ -49,6 +50,16 @@ func ParseHandoff(b []byte, lim Limits) (*Handoff, error) {
 	if IsJSON(b) {
 		enc = JSON
 	}
+	if h := readHandoff(b, enc); h != nil {
+		return h, nil
+	}
+	// The fast reader declined: the generic path decides and names the
+	// fault (see readHandoff).
+	return parseHandoffTree(b, enc)
+}
+
+// parseHandoffTree is ParseHandoff over the value tree.
+func parseHandoffTree(b []byte, enc Encoding) (*Handoff, error) {
 	v, err := decodeTree(b, enc)
 	if err != nil {
 		return nil, malformed("", "Handoff: %v", err)
@@ -99,6 +110,95 @@ func ParseHandoff(b []byte, lim Limits) (*Handoff, error) {
 	}
 	h.Extra = m.extra()
 	return h, nil
+}
+
+// readHandoff decodes a Handoff straight from its octets with a
+// wire.Reader, reading each carried element's octets once. It accepts
+// exactly the Handoffs the generic path (value tree, then carried) accepts,
+// with the same result (FuzzDecodeFastMatchesTree), and declines the rest:
+// ParseHandoff then decodes again to decide and name the fault.
+func readHandoff(b []byte, enc Encoding) *Handoff {
+	r := wire.NewReader(b, enc == CBOR, false)
+	h := &Handoff{}
+	var offer, chain bool
+	r.Map()
+	for {
+		k, ok := r.Key()
+		if !ok {
+			break
+		}
+		switch {
+		case k == "offer" && !offer:
+			offer = true
+			var bad bool
+			h.Offer, bad = readCarried(r, enc)
+			if bad || h.Offer.Form == FormInvalid {
+				r.Fail()
+			}
+		case k == "chain" && !chain:
+			chain = true
+			h.Chain = []Element{}
+			r.Array()
+			for r.More() {
+				el, bad := readCarried(r, enc)
+				if bad {
+					// Text that is not a signed element in this encoding is a
+					// broken chain element (D6), kept as its text.
+					el.Form = FormInvalid
+				}
+				h.Chain = append(h.Chain, el)
+			}
+			if len(h.Chain) == 0 {
+				r.Fail()
+			}
+		case k == "offer" || k == "chain":
+			r.Fail()
+		default:
+			extraMember(r, &h.Extra, k)
+		}
+	}
+	if !r.End() || !offer {
+		return nil
+	}
+	return h
+}
+
+// readCarried reads one signed element as carried does. bad reports text
+// whose carriage breaks the data model (D3); its Octets are then the text.
+// Anything but text (or, in CBOR, a byte string) fails the reader.
+func readCarried(r *wire.Reader, enc Encoding) (el Element, bad bool) {
+	switch r.Peek() {
+	case wire.KindBytes:
+		return Element{Form: FormCOSE, Octets: r.Bytes()}, false // Bytes fails in JSON
+	case wire.KindText:
+	default:
+		r.Fail()
+		return Element{}, false
+	}
+	span, dots, ok := r.CompactText()
+	if !ok {
+		// Other characters, or escapes (in JSON): the general case.
+		text := r.Text()
+		el, err := carried(text, enc)
+		if err != nil {
+			return Element{Form: FormInvalid, Octets: []byte(text)}, true
+		}
+		return el, false
+	}
+	if dots > 0 {
+		el := Element{Form: FormJWS, Octets: append([]byte{}, span...)}
+		if dots != 2 || span[0] == '.' || span[len(span)-1] == '.' || bytes.Contains(span, []byte("..")) {
+			return el, true
+		}
+		return el, false
+	}
+	if dec, ok := (*digestSlab)(nil).b64uDecode(span); ok {
+		if enc == CBOR {
+			return Element{Form: FormInvalid, Octets: append([]byte{}, span...)}, true
+		}
+		return Element{Form: FormCOSE, Octets: dec}, false
+	}
+	return Element{Form: FormInvalid, Octets: append([]byte{}, span...)}, false
 }
 
 // isJWSCompact reports whether s matches the CDDL's JwsCompact: three

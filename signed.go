@@ -131,14 +131,11 @@ func parseElement(e Element, typ string, lim Limits) (*parsed, error) {
 	default:
 		return nil, malformed("", "text is neither a compact JWS nor base64url")
 	}
-	v, err := decodeTree(payload, enc)
-	if err != nil {
-		return nil, malformed("", "payload: %v", err)
-	}
+	var err error
 	if typ == "offer" {
-		p.offer, err = decodeOffer(v, lim)
+		p.offer, err = decodeOfferPayload(payload, enc, lim, "payload: ")
 	} else {
-		p.status, err = decodeStatus(v, lim)
+		p.status, err = decodeStatusPayload(payload, enc, lim, "payload: ")
 	}
 	if err != nil {
 		return nil, err
