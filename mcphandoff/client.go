@@ -1,0 +1,360 @@
+package mcphandoff
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"sync"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/quantumlearningmachines/handoff"
+	"github.com/quantumlearningmachines/handoff/delegator"
+	"github.com/quantumlearningmachines/handoff/store"
+)
+
+// ClientConfig configures the delegator's side.
+type ClientConfig struct {
+	// Delegator keeps the hops this agent issued (package delegator):
+	// statuses read from results go to its Intake, cancels come from its
+	// Cancel. Required.
+	Delegator *delegator.Delegator
+	// Encoding is how Handoffs travel (see HandoffValue): handoff.JSON
+	// (the default) or handoff.CBOR.
+	Encoding handoff.Encoding
+}
+
+// ErrNotSent: this client has not sent the hop (over this session, for a
+// cancel), so it has nothing to resend or no request to name.
+var ErrNotSent = errors.New("mcphandoff: hop not sent by this client")
+
+// Client is the delegator's side of the handoff over MCP. Attach it to the
+// *mcp.Client and give its HTTPClient to the streamable transport; then
+// Call hands work over, Ask asks again, Cancel cancels. Safe for
+// concurrent use.
+type Client struct {
+	cfg ClientConfig
+
+	mu       sync.Mutex
+	next     mcp.MethodHandler   // the SDK's sending chain below this middleware
+	hops     map[string]*sentHop // by hop
+	byDigest map[string]string   // offer digest -> hop
+	seq      uint64
+}
+
+type sentHop struct {
+	params   mcp.CallToolParams         // as first sent, without Key in Meta
+	value    any                        // the _meta value, identical on every send
+	digest   string                     // offer digest key
+	ids      map[string]json.RawMessage // MCP session id -> last JSON-RPC id of a tools/call that carried it
+	inflight map[uint64]context.CancelFunc
+	cancel   *handoff.Element // the signed "canceled", once Cancel was called
+}
+
+// NewClient validates cfg.
+func NewClient(cfg ClientConfig) (*Client, error) {
+	if cfg.Delegator == nil {
+		return nil, errors.New("mcphandoff: ClientConfig.Delegator is required")
+	}
+	if cfg.Encoding != handoff.JSON && cfg.Encoding != handoff.CBOR {
+		return nil, fmt.Errorf("mcphandoff: unknown encoding %v", cfg.Encoding)
+	}
+	return &Client{cfg: cfg, hops: map[string]*sentHop{}, byDigest: map[string]string{}}, nil
+}
+
+// Attach adds the sending middleware to cl (once per Client). Cancel sends
+// its notifications/cancelled through the SDK's sending chain from there.
+func (c *Client) Attach(cl *mcp.Client) error {
+	c.mu.Lock()
+	attached := c.next != nil
+	c.mu.Unlock()
+	if attached {
+		return errors.New("mcphandoff: this Client is already attached to an mcp.Client")
+	}
+	cl.AddSendingMiddleware(c.middleware)
+	return nil
+}
+
+// middleware keeps the sending chain below it for Cancel, and puts a
+// pending signed "canceled" into any notifications/cancelled that passes
+// through for a request that carried the hop.
+func (c *Client) middleware(next mcp.MethodHandler) mcp.MethodHandler {
+	c.mu.Lock()
+	c.next = next
+	c.mu.Unlock()
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		if method == methodCancelled {
+			if r, ok := req.(*mcp.ClientRequest[*mcp.CancelledParams]); ok && r.Params != nil && r.Session != nil {
+				if _, has := r.Params.Meta[Key]; !has {
+					if st := c.pendingCancel(r.Session.ID(), r.Params.RequestID); st != nil {
+						p := *r.Params
+						p.Meta = withMeta(r.Params.Meta, Key, StatusValue(*st))
+						req = &mcp.ClientRequest[*mcp.CancelledParams]{Session: r.Session, Params: &p}
+					}
+				}
+			}
+		}
+		return next(ctx, method, req)
+	}
+}
+
+// HTTPClient returns an HTTP client for mcp.StreamableClientTransport that
+// sends through base (nil: http.DefaultClient's transport) and notes, for
+// each tools/call that carries a Handoff, its JSON-RPC request id and MCP
+// session. A notifications/cancelled must name the request it cancels,
+// and the SDK assigns that id below any middleware; this is where the
+// client learns it. Nothing is changed in what is sent.
+func (c *Client) HTTPClient(base *http.Client) *http.Client {
+	var hc http.Client
+	if base != nil {
+		hc = *base
+	}
+	rt := hc.Transport
+	if rt == nil {
+		rt = http.DefaultTransport
+	}
+	hc.Transport = observer{base: rt, c: c}
+	return &hc
+}
+
+type observer struct {
+	base http.RoundTripper
+	c    *Client
+}
+
+func (o observer) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.Method == http.MethodPost && req.GetBody != nil {
+		if body, err := req.GetBody(); err == nil {
+			b, err := io.ReadAll(io.LimitReader(body, 8<<20))
+			body.Close()
+			if err == nil {
+				o.c.observe(req.Header.Get("Mcp-Session-Id"), b)
+			}
+		}
+	}
+	return o.base.RoundTrip(req)
+}
+
+// observe notes the request id of a tools/call that carries a Handoff
+// this client sent.
+func (c *Client) observe(session string, b []byte) {
+	var msg struct {
+		ID     json.RawMessage `json:"id"`
+		Method string          `json:"method"`
+		Params struct {
+			Meta map[string]json.RawMessage `json:"_meta"`
+		} `json:"params"`
+	}
+	if json.Unmarshal(b, &msg) != nil || msg.Method != methodCallTool || len(msg.ID) == 0 {
+		return
+	}
+	raw, ok := msg.Params.Meta[Key]
+	if !ok {
+		return
+	}
+	var v any = raw
+	if bytes.HasPrefix(bytes.TrimSpace(raw), []byte(`"`)) {
+		var s string
+		if json.Unmarshal(raw, &s) != nil {
+			return
+		}
+		v = s
+	}
+	hb, err := HandoffOctets(v)
+	if err != nil {
+		return
+	}
+	h, err := handoff.ParseHandoff(hb, handoff.Limits{})
+	if err != nil {
+		return
+	}
+	d := h.Offer.Digest()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if hop, ok := c.byDigest[d.Alg+":"+d.String()]; ok {
+		c.hops[hop].ids[session] = append(json.RawMessage(nil), msg.ID...)
+	}
+}
+
+func (c *Client) pendingCancel(session string, id any) *handoff.Element {
+	want, err := json.Marshal(id)
+	if err != nil {
+		return nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, s := range c.hops {
+		if s.cancel != nil && bytes.Equal(s.ids[session], want) {
+			return s.cancel
+		}
+	}
+	return nil
+}
+
+// Reply is the answer to a tools/call that carried a Handoff.
+type Reply struct {
+	Result *mcp.CallToolResult
+	// Status is the signed status in the result's _meta, exact octets;
+	// nil when the delegate sent none (an equivocation, a rejection at
+	// step 1, a retransmission from a sender it did not authenticate, a
+	// hop not yet decided).
+	Status *handoff.Element
+	// State and Reason are the status's, once the delegator verified it.
+	State  handoff.State
+	Reason handoff.Reason
+	// Hop is the hop as the delegator now sees it, after Intake.
+	Hop *store.Issued
+}
+
+// Call calls a tool with the Handoff h (from delegator.Offer) under Key in
+// the params' _meta, reads the status from the result's _meta and feeds it
+// to the delegator's Intake. params are not modified. A reply that
+// arrived is returned even when its status fails verification (the error
+// says why). A call whose context ends returns the context's error; the
+// work may go on at the delegate, and Ask learns its outcome.
+func (c *Client) Call(ctx context.Context, cs *mcp.ClientSession, params *mcp.CallToolParams, h *handoff.Handoff) (*Reply, error) {
+	o, _, err := handoff.UnsafeDecode(h.Offer) // our own offer, read back
+	if err != nil || o == nil {
+		return nil, fmt.Errorf("mcphandoff: the Handoff's offer cannot be read: %v", err)
+	}
+	v, err := HandoffValue(h, c.cfg.Encoding)
+	if err != nil {
+		return nil, err
+	}
+	d := h.Offer.Digest()
+	dk := d.Alg + ":" + d.String()
+	c.mu.Lock()
+	s, ok := c.hops[o.Hop]
+	if ok && s.digest != dk {
+		c.mu.Unlock()
+		// Two offers for one hop are equivocation (draft "Forks,
+		// Concurrency, and Equivocation"): a retransmission resends the
+		// identical octets, never a second offer.
+		return nil, fmt.Errorf("mcphandoff: hop %s was sent with another offer; refusing to send a second one", o.Hop)
+	}
+	if !ok {
+		s = &sentHop{params: *params, value: v, digest: dk, ids: map[string]json.RawMessage{}, inflight: map[uint64]context.CancelFunc{}}
+		c.hops[o.Hop] = s
+		c.byDigest[dk] = o.Hop
+	}
+	c.mu.Unlock()
+	return c.send(ctx, cs, o.Hop, s.params, v)
+}
+
+// Ask asks the delegate again about a hop this client sent: the identical
+// tools/call (same tool, arguments and Handoff octets), a retransmission
+// the delegate answers from its record without running the tool again
+// (draft "Asking Again"). Over MCP this is how a delegator learns a status
+// later than the one its call returned. A hop this client did not send
+// (after a restart, say) is ErrNotSent: send the Handoff rebuilt from
+// store.Issued.Offer with Call; only the offer's octets count.
+func (c *Client) Ask(ctx context.Context, cs *mcp.ClientSession, hop string) (*Reply, error) {
+	c.mu.Lock()
+	s, ok := c.hops[hop]
+	c.mu.Unlock()
+	if !ok {
+		return nil, fmt.Errorf("%w: hop %s", ErrNotSent, hop)
+	}
+	return c.send(ctx, cs, hop, s.params, s.value)
+}
+
+// Retransmitter returns the send function for delegator.RunRetransmitter
+// over one session: each due hop is asked about again with Ask.
+func (c *Client) Retransmitter(cs *mcp.ClientSession) func(context.Context, delegator.Ask) error {
+	return func(ctx context.Context, a delegator.Ask) error {
+		_, err := c.Ask(ctx, cs, a.Hop.Hop)
+		return err
+	}
+}
+
+func (c *Client) send(ctx context.Context, cs *mcp.ClientSession, hop string, params mcp.CallToolParams, v any) (*Reply, error) {
+	// A fresh _meta map per call: the SDK may add its own keys to it.
+	params.Meta = withMeta(params.Meta, Key, v)
+	cctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	c.mu.Lock()
+	s := c.hops[hop]
+	c.seq++
+	id := c.seq
+	s.inflight[id] = cancel
+	c.mu.Unlock()
+	res, err := cs.CallTool(cctx, &params)
+	c.mu.Lock()
+	delete(s.inflight, id)
+	c.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	r := &Reply{Result: res}
+	sv, ok := res.Meta[Key]
+	if !ok {
+		return r, nil
+	}
+	el, err := StatusElement(sv)
+	if err != nil {
+		return r, err
+	}
+	r.Status = &el
+	if r.Hop, err = c.cfg.Delegator.Intake(ctx, hop, el); err != nil {
+		return r, fmt.Errorf("mcphandoff: status for hop %s: %w", hop, err)
+	}
+	if _, st, err := handoff.UnsafeDecode(el); err == nil && st != nil { // verified by Intake
+		r.State, r.Reason = st.State, st.Reason
+	}
+	return r, nil
+}
+
+// Cancel cancels a hop this client sent over cs: the delegator signs and
+// records "canceled" (delegator.Cancel), the notifications/cancelled that
+// names the hop's last tools/call on this session carries it under Key in
+// its _meta, sent through the SDK's sending chain, and a call still in
+// flight for the hop is canceled (the SDK then sends its own, plain
+// notifications/cancelled as well). The hop stays unresolved: a cancel
+// does not show that the work took no effect, and MCP suppresses the
+// reply to a canceled request, so Ask learns the delegate's last status.
+//
+// If no tools/call for the hop went over cs, the cancel is signed and
+// recorded but not sent, and the error wraps ErrNotSent.
+func (c *Client) Cancel(ctx context.Context, cs *mcp.ClientSession, hop string) (handoff.Element, error) {
+	st, _, err := c.cfg.Delegator.Cancel(ctx, hop)
+	if err != nil {
+		return handoff.Element{}, err
+	}
+	c.mu.Lock()
+	s, ok := c.hops[hop]
+	var id json.RawMessage
+	var inflight []context.CancelFunc
+	if ok {
+		s.cancel = &st
+		id = s.ids[cs.ID()]
+		for _, f := range s.inflight {
+			inflight = append(inflight, f)
+		}
+	}
+	next := c.next
+	c.mu.Unlock()
+	if !ok || id == nil {
+		return st, fmt.Errorf("%w: no tools/call for hop %s went over session %q; the cancel is recorded, not sent", ErrNotSent, hop, cs.ID())
+	}
+	if next == nil {
+		return st, errors.New("mcphandoff: Client.Attach was not called; the cancel is recorded, not sent")
+	}
+	// The call first: canceled, it returns at once and ignores a late
+	// reply (MCP). Then the signed cancel, which is what stops the work.
+	for _, f := range inflight {
+		f()
+	}
+	_, err = next(ctx, methodCancelled, &mcp.ClientRequest[*mcp.CancelledParams]{Session: cs, Params: &mcp.CancelledParams{
+		Meta:      mcp.Meta{Key: StatusValue(st)},
+		Reason:    "the delegator canceled hop " + hop,
+		RequestID: id,
+	}})
+	if err != nil {
+		return st, fmt.Errorf("mcphandoff: sending the cancel for hop %s: %w", hop, err)
+	}
+	return st, nil
+}

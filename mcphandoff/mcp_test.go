@@ -1,0 +1,690 @@
+package mcphandoff_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/ecdsa"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/auth"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/quantumlearningmachines/handoff"
+	"github.com/quantumlearningmachines/handoff/delegate"
+	"github.com/quantumlearningmachines/handoff/delegator"
+	"github.com/quantumlearningmachines/handoff/mcphandoff"
+	"github.com/quantumlearningmachines/handoff/store"
+	"github.com/quantumlearningmachines/handoff/store/sqlite"
+	"github.com/quantumlearningmachines/handoff/trust"
+)
+
+const (
+	planner = "https://planner.example"
+	tester  = "https://tester.example"
+	other   = "https://other.example"
+)
+
+// env is one delegate (the tester, an MCP server behind bearer-token
+// authentication, with a SQLite hop store) and one delegator (the planner,
+// an MCP client), over real HTTP on loopback.
+type env struct {
+	t       *testing.T
+	form    handoff.Form
+	keys    *trust.Config
+	signers map[string]*handoff.Signer
+	dstore  *sqlite.Store
+	d       *delegate.Delegate
+	srv     *mcphandoff.Server
+	url     string
+	dl      *delegator.Delegator
+	hc      *mcphandoff.Client
+	cs      *mcp.ClientSession
+
+	runs    atomic.Int32  // times the tool ran
+	entered chan string   // hop of each run, when the tool starts
+	release chan struct{} // closed to let a blocked run complete
+	stopped chan string   // hop of each run stopped by its context
+	reports []error
+	mu      sync.Mutex
+}
+
+// clock runs the delegator 2 s ahead: a delegate refuses, as "replay",
+// offers issued in the same second its store's memory began (restart
+// rule), and the store is created just before the first offer.
+func ahead() time.Time { return time.Now().Add(2 * time.Second) }
+
+func newEnv(t *testing.T, form handoff.Form, enc handoff.Encoding) *env {
+	t.Helper()
+	ctx := context.Background()
+	e := &env{t: t, form: form, keys: trust.New(), signers: map[string]*handoff.Signer{},
+		entered: make(chan string, 64), release: make(chan struct{}), stopped: make(chan string, 16)}
+	for _, id := range []string{planner, tester, other} {
+		k, err := trust.GenerateKey()
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.addKey(id, k)
+	}
+	var err error
+	if e.dstore, err = sqlite.Open(ctx, filepath.Join(t.TempDir(), "tester.db")); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.dstore.Close() })
+	e.d, err = delegate.New(ctx, delegate.Config{Options: handoff.Options{Me: tester, Keys: e.keys},
+		Store: e.dstore, Signer: e.signers[tester], StatusForm: form})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.srv, err = mcphandoff.NewServer(mcphandoff.ServerConfig{Delegate: e.d, Authenticated: mcphandoff.TokenUser,
+		Report: func(err error) { e.mu.Lock(); e.reports = append(e.reports, err); e.mu.Unlock() }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ms := mcp.NewServer(&mcp.Implementation{Name: "tester", Version: "1"}, nil)
+	mcp.AddTool(ms, &mcp.Tool{Name: "run-tests"}, e.tool)
+	e.srv.Attach(ms)
+	tokens := map[string]string{"planner-token": planner, "stranger-token": "https://stranger.example"}
+	verify := func(_ context.Context, tok string, _ *http.Request) (*auth.TokenInfo, error) {
+		u, ok := tokens[tok]
+		if !ok {
+			return nil, auth.ErrInvalidToken
+		}
+		return &auth.TokenInfo{UserID: u, Expiration: time.Now().Add(time.Hour)}, nil
+	}
+	h := auth.RequireBearerToken(verify, nil)(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return ms }, nil))
+	hs := httptest.NewServer(h)
+	t.Cleanup(func() {
+		e.srv.Wait()
+		hs.Close()
+	})
+	e.url = hs.URL
+
+	if e.dl, err = delegator.New(delegator.Config{Me: planner, Signer: e.signers[planner], Keys: e.keys,
+		Store: store.NewMemory(time.Now()), Form: form, Now: ahead}); err != nil {
+		t.Fatal(err)
+	}
+	e.hc, e.cs = e.connect(e.dl, enc, "planner-token")
+	return e
+}
+
+func (e *env) addKey(id string, k *ecdsa.PrivateKey) {
+	tk, err := trust.NewKey(&k.PublicKey)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if err := e.keys.Add(id, tk); err != nil {
+		e.t.Fatal(err)
+	}
+	if e.signers[id], err = handoff.NewSigner(k); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+type bearer struct {
+	token string
+	base  http.RoundTripper
+}
+
+func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.token)
+	return b.base.RoundTrip(r)
+}
+
+// connect opens an MCP session to the tester with the SDK's streamable
+// HTTP client, with the handoff client attached.
+func (e *env) connect(dl *delegator.Delegator, enc handoff.Encoding, token string) (*mcphandoff.Client, *mcp.ClientSession) {
+	e.t.Helper()
+	hc, err := mcphandoff.NewClient(mcphandoff.ClientConfig{Delegator: dl, Encoding: enc})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	cl := mcp.NewClient(&mcp.Implementation{Name: "planner", Version: "1"}, nil)
+	if err := hc.Attach(cl); err != nil {
+		e.t.Fatal(err)
+	}
+	base := &http.Client{Transport: bearer{token, http.DefaultTransport}}
+	cs, err := cl.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: e.url, HTTPClient: hc.HTTPClient(base)}, nil)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(func() { cs.Close() })
+	return hc, cs
+}
+
+type args struct {
+	Mode string `json:"mode"` // ok, fail, block, error
+}
+
+// tool is the tester's MCP tool: it counts its runs and, by mode,
+// completes, fails (declaring no effect), blocks until released or
+// stopped, or returns an error without declaring the outcome.
+func (e *env) tool(ctx context.Context, _ *mcp.CallToolRequest, a args) (*mcp.CallToolResult, any, error) {
+	e.runs.Add(1)
+	hop := mcphandoff.HopFrom(ctx)
+	if hop == nil {
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "plain"}}}, nil, nil
+	}
+	e.entered <- hop.ID
+	switch a.Mode {
+	case "fail":
+		if err := hop.Declare(delegate.Outcome{State: store.Failed, Detail: "3 tests failed", NoEffect: true}); err != nil {
+			return nil, nil, err
+		}
+		return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: "3 tests failed"}}}, nil, nil
+	case "block":
+		select {
+		case <-e.releaseCh():
+		case <-ctx.Done():
+			e.stopped <- hop.ID
+			if err := hop.Declare(delegate.Outcome{State: store.Failed, Detail: "stopped before running", NoEffect: true}); err != nil {
+				return nil, nil, err
+			}
+			return nil, nil, ctx.Err()
+		}
+	case "error":
+		return nil, nil, errors.New("the test runner crashed")
+	}
+	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "all tests passed"}}}, nil, nil
+}
+
+// gate returns a new release channel for the blocking runs that start
+// after it; closing it lets them complete.
+func (e *env) gate() chan struct{} {
+	c := make(chan struct{})
+	e.mu.Lock()
+	e.release = c
+	e.mu.Unlock()
+	return c
+}
+
+func (e *env) releaseCh() chan struct{} {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.release
+}
+
+func (e *env) offer(dl *delegator.Delegator, aud, work string) (*handoff.Handoff, *store.Issued) {
+	e.t.Helper()
+	h, hop, err := dl.Offer(context.Background(), delegator.Offer{Aud: aud, Dialog: e.cs.ID(), Work: work})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return h, hop
+}
+
+func call(mode string) *mcp.CallToolParams {
+	return &mcp.CallToolParams{Name: "run-tests", Arguments: args{Mode: mode}}
+}
+
+func statusOf(t *testing.T, r *mcphandoff.Reply) *handoff.Status {
+	t.Helper()
+	if r == nil || r.Status == nil {
+		t.Fatalf("no status in the result's _meta: %+v", r)
+	}
+	_, st, err := handoff.UnsafeDecode(*r.Status)
+	if err != nil || st == nil {
+		t.Fatalf("status does not decode: %v", err)
+	}
+	return st
+}
+
+func textOf(r *mcp.CallToolResult) string {
+	var b bytes.Buffer
+	for _, c := range r.Content {
+		if tc, ok := c.(*mcp.TextContent); ok {
+			b.WriteString(tc.Text)
+		}
+	}
+	return b.String()
+}
+
+func wait[T any](t *testing.T, c <-chan T, what string) T {
+	t.Helper()
+	select {
+	case v := <-c:
+		return v
+	case <-time.After(10 * time.Second):
+		t.Fatalf("timed out waiting for %s", what)
+	}
+	panic("unreachable")
+}
+
+var matrix = []struct {
+	name string
+	form handoff.Form
+	enc  handoff.Encoding
+}{
+	{"JWS/JSON", handoff.FormJWS, handoff.JSON},
+	{"JWS/CBOR", handoff.FormJWS, handoff.CBOR},
+	{"COSE/JSON", handoff.FormCOSE, handoff.JSON},
+	{"COSE/CBOR", handoff.FormCOSE, handoff.CBOR},
+}
+
+// TestStatuses runs every status the draft defines over real MCP traffic,
+// for each signed form and Handoff encoding.
+func TestStatuses(t *testing.T) {
+	for _, m := range matrix {
+		t.Run(m.name, func(t *testing.T) {
+			e := newEnv(t, m.form, m.enc)
+			ctx := context.Background()
+
+			t.Run("completed; a retransmission gets the identical octets and the tool does not run again", func(t *testing.T) {
+				// draft "Asking Again": a retransmission is not processed again;
+				// the last status is resent as the identical octets.
+				h, hop := e.offer(e.dl, tester, "completed")
+				r, err := e.hc.Call(ctx, e.cs, call("ok"), h)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if r.State != handoff.StateCompleted || r.Result.IsError || !r.Hop.Resolved || r.Hop.View != store.ViewComplete {
+					t.Fatalf("state %s, IsError %v, hop %+v", r.State, r.Result.IsError, r.Hop)
+				}
+				if st := statusOf(t, r); st.Iss != tester || st.Aud != planner || !st.Offer.Equal(h.Offer.Digest()) {
+					t.Fatalf("status parties/offer: %+v", st)
+				}
+				runs := e.runs.Load()
+				again, err := e.hc.Ask(ctx, e.cs, hop.Hop)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !bytes.Equal(again.Status.Octets, r.Status.Octets) {
+					t.Fatal("the retransmission's status differs from the first")
+				}
+				if e.runs.Load() != runs {
+					t.Fatal("the tool ran again for a retransmission")
+				}
+				if textOf(again.Result) != "all tests passed" {
+					t.Fatalf("the retransmission lost the result: %q", textOf(again.Result))
+				}
+				<-e.entered
+			})
+
+			t.Run("failed, declared by the tool with no effect", func(t *testing.T) {
+				h, _ := e.offer(e.dl, tester, "failed")
+				r, err := e.hc.Call(ctx, e.cs, call("fail"), h)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if r.State != handoff.StateFailed || !r.Result.IsError || !r.Hop.Resolved || r.Hop.View != store.ViewFailed {
+					t.Fatalf("state %s, IsError %v, hop %+v", r.State, r.Result.IsError, r.Hop)
+				}
+				<-e.entered
+			})
+
+			rejections := []struct {
+				name   string
+				make   func() *handoff.Handoff
+				reason handoff.Reason // "" : no status (step 1, unaddressable)
+			}{
+				{"wrong audience (step 2)", func() *handoff.Handoff { h, _ := e.offer(e.dl, other, "elsewhere"); return h }, handoff.ReasonWrongAudience},
+				{"stale (step 3)", func() *handoff.Handoff {
+					old, err := delegator.New(delegator.Config{Me: planner, Signer: e.signers[planner], Keys: e.keys,
+						Store: store.NewMemory(time.Now()), Form: m.form, Now: func() time.Time { return time.Now().Add(-10 * time.Minute) }})
+					if err != nil {
+						t.Fatal(err)
+					}
+					h, _ := e.offer(old, tester, "stale")
+					return h
+				}, handoff.ReasonStale},
+				{"bad signature (step 1)", func() *handoff.Handoff {
+					h, _ := e.offer(e.dl, tester, "tampered")
+					b := bytes.Clone(h.Offer.Octets)
+					b[len(b)-3] ^= 0x01 // inside the signature, both forms
+					return &handoff.Handoff{Offer: handoff.Element{Form: h.Offer.Form, Octets: b}}
+				}, ""},
+				{"policy: dialog of another session (step 5)", func() *handoff.Handoff {
+					h, _, err := e.dl.Offer(ctx, delegator.Offer{Aud: tester, Dialog: "another-session", Work: "dialog"})
+					if err != nil {
+						t.Fatal(err)
+					}
+					return h
+				}, handoff.ReasonPolicy},
+			}
+			for _, c := range rejections {
+				t.Run("rejected: "+c.name, func(t *testing.T) {
+					runs := e.runs.Load()
+					h := c.make()
+					v, err := mcphandoff.HandoffValue(h, m.enc)
+					if err != nil {
+						t.Fatal(err)
+					}
+					// Sent as a delegator that does not track the hop would:
+					// the plain SDK call with the Handoff under the key.
+					res, err := e.cs.CallTool(ctx, &mcp.CallToolParams{Name: "run-tests", Arguments: args{Mode: "ok"}, Meta: mcp.Meta{mcphandoff.Key: v}})
+					if err != nil {
+						t.Fatal(err)
+					}
+					if !res.IsError {
+						t.Fatal("a rejection is not a tool error")
+					}
+					if e.runs.Load() != runs {
+						t.Fatal("the tool ran for a rejected offer")
+					}
+					sv, has := res.Meta[mcphandoff.Key]
+					if c.reason == "" {
+						if has {
+							t.Fatal("a step-1 rejection carries a status (decision 12: none)")
+						}
+						return
+					}
+					el, err := mcphandoff.StatusElement(sv)
+					if err != nil {
+						t.Fatal(err)
+					}
+					_, st, err := handoff.UnsafeDecode(el)
+					if err != nil || st.State != handoff.StateRejected || st.Reason != c.reason {
+						t.Fatalf("status %+v, %v; want rejected %s", st, err, c.reason)
+					}
+				})
+			}
+
+			t.Run("rejected stale: Intake verifies it and the hop keeps its state", func(t *testing.T) {
+				// Its clock is 10 minutes slow; its skew lets it accept the
+				// delegate's statuses, stamped with the real time.
+				old, err := delegator.New(delegator.Config{Me: planner, Signer: e.signers[planner], Keys: e.keys, Skew: 20 * time.Minute,
+					Store: store.NewMemory(time.Now()), Form: m.form, Now: func() time.Time { return time.Now().Add(-10 * time.Minute) }})
+				if err != nil {
+					t.Fatal(err)
+				}
+				hc, cs := e.connect(old, m.enc, "planner-token")
+				h, _ := e.offer(old, tester, "stale-tracked")
+				r, err := hc.Call(ctx, cs, call("ok"), h)
+				if err != nil {
+					t.Fatal(err)
+				}
+				// draft "Forks, Concurrency, and Equivocation": a stale
+				// rejection never sets the hop's state.
+				if r.State != handoff.StateRejected || r.Reason != handoff.ReasonStale || r.Hop.View != store.Offered || r.Hop.Resolved {
+					t.Fatalf("state %s %s, hop %+v", r.State, r.Reason, r.Hop)
+				}
+			})
+
+			t.Run("a retransmission while the work runs gets accepted", func(t *testing.T) {
+				h, hop := e.offer(e.dl, tester, "running")
+				release := e.gate()
+				first := make(chan *mcphandoff.Reply, 1)
+				go func() {
+					r, err := e.hc.Call(ctx, e.cs, call("block"), h)
+					if err != nil {
+						t.Error(err)
+					}
+					first <- r
+				}()
+				wait(t, e.entered, "the tool to start")
+				runs := e.runs.Load()
+				r, err := e.hc.Ask(ctx, e.cs, hop.Hop)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if r.State != handoff.StateAccepted || r.Hop.View != store.ViewAccepted || r.Hop.Resolved {
+					t.Fatalf("state %s, hop %+v", r.State, r.Hop)
+				}
+				close(release)
+				done := wait(t, first, "the first call")
+				if done == nil || done.State != handoff.StateCompleted || !done.Hop.Resolved {
+					t.Fatalf("first call: %+v", done)
+				}
+				if e.runs.Load() != runs {
+					t.Fatal("the tool ran twice")
+				}
+				again, err := e.hc.Ask(ctx, e.cs, hop.Hop)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !bytes.Equal(again.Status.Octets, done.Status.Octets) {
+					t.Fatal("the retransmission after completion is not the completed status's octets")
+				}
+			})
+
+			t.Run("equivocation: the second offer is refused with no status, the first's work stops and fails", func(t *testing.T) {
+				h, hop := e.offer(e.dl, tester, "equivocated")
+				e.gate()
+				first := make(chan *mcphandoff.Reply, 1)
+				go func() {
+					r, err := e.hc.Call(ctx, e.cs, call("block"), h)
+					if err != nil {
+						t.Error(err)
+					}
+					first <- r
+				}()
+				wait(t, e.entered, "the tool to start")
+				o, _, _ := handoff.UnsafeDecode(h.Offer)
+				o2 := *o
+				o2.Iat++
+				el, err := e.signers[planner].SignOffer(&o2, m.form)
+				if err != nil {
+					t.Fatal(err)
+				}
+				v, _ := mcphandoff.HandoffValue(&handoff.Handoff{Offer: el}, m.enc)
+				res, err := e.cs.CallTool(ctx, &mcp.CallToolParams{Name: "run-tests", Arguments: args{Mode: "ok"}, Meta: mcp.Meta{mcphandoff.Key: v}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if _, has := res.Meta[mcphandoff.Key]; has || !res.IsError {
+					t.Fatalf("second offer: IsError %v, status present %v", res.IsError, has)
+				}
+				wait(t, e.stopped, "the first offer's work to stop")
+				r := wait(t, first, "the first call")
+				// The work was taken and stopped: "failed" with reason
+				// equivocation, naming the first offer.
+				if r == nil || r.State != handoff.StateFailed || r.Reason != handoff.ReasonEquivocation || !statusOf(t, r).Offer.Equal(h.Offer.Digest()) {
+					t.Fatalf("first call: %+v", r)
+				}
+				flags, err := e.d.Flags(ctx, false)
+				if err != nil {
+					t.Fatal(err)
+				}
+				found := false
+				for _, f := range flags {
+					found = found || (f.Kind == store.FlagEquivocation && f.Hop == hop.Hop)
+				}
+				if !found {
+					t.Fatal("no equivocation flag")
+				}
+			})
+
+			t.Run("canceled via notifications/cancelled stops the work; asking again learns the outcome", func(t *testing.T) {
+				h, hop := e.offer(e.dl, tester, "canceled")
+				e.gate()
+				first := make(chan error, 1)
+				go func() {
+					_, err := e.hc.Call(ctx, e.cs, call("block"), h)
+					first <- err
+				}()
+				wait(t, e.entered, "the tool to start")
+				st, err := e.hc.Cancel(ctx, e.cs, hop.Hop)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if _, s, _ := handoff.UnsafeDecode(st); s.State != handoff.StateCanceled || s.Iss != planner {
+					t.Fatalf("cancel status %+v", s)
+				}
+				if err := wait(t, first, "the canceled call"); !errors.Is(err, context.Canceled) {
+					t.Fatalf("canceled call returned %v", err)
+				}
+				if got := wait(t, e.stopped, "the work to stop"); got != hop.Hop {
+					t.Fatalf("stopped %s, want %s", got, hop.Hop)
+				}
+				e.srv.Wait()
+				rec, err := e.dstore.Get(ctx, planner, hop.Hop)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !rec.Canceled || rec.State != store.Failed {
+					t.Fatalf("record: canceled %v, state %s", rec.Canceled, rec.State)
+				}
+				// The cancel leaves the hop unresolved until the delegate's
+				// outcome arrives by asking again.
+				r, err := e.hc.Ask(ctx, e.cs, hop.Hop)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if r.State != handoff.StateFailed || !r.Hop.Resolved {
+					t.Fatalf("after cancel: state %s, hop %+v", r.State, r.Hop)
+				}
+			})
+		})
+	}
+}
+
+// TestLostReplyRecoveredByAsking: the caller gives up before the tool
+// finishes (the reply is lost); the work goes on, its outcome is recorded,
+// and the retransmitter learns it (draft "Asking Again": a delegator over
+// MCP learns later statuses by retransmitting).
+func TestLostReplyRecoveredByAsking(t *testing.T) {
+	e := newEnv(t, handoff.FormJWS, handoff.JSON)
+	ctx := context.Background()
+	h, hop := e.offer(e.dl, tester, "lost")
+	release := e.gate()
+	short, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancel()
+	if _, err := e.hc.Call(short, e.cs, call("block"), h); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("call: %v", err)
+	}
+	close(release)
+	e.srv.Wait()
+	// What delegator.RunRetransmitter calls for each due hop.
+	send := e.hc.Retransmitter(e.cs)
+	if err := send(ctx, delegator.Ask{Hop: hop}); err != nil {
+		t.Fatal(err)
+	}
+	r, err := e.hc.Ask(ctx, e.cs, hop.Hop)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.State != handoff.StateCompleted || !r.Hop.Resolved || textOf(r.Result) != "all tests passed" {
+		t.Fatalf("state %s, hop %+v, result %q", r.State, r.Hop, textOf(r.Result))
+	}
+	if n := e.runs.Load(); n != 1 {
+		t.Fatalf("tool ran %d times", n)
+	}
+}
+
+// TestUnauthenticatedRetransmission: a resent status goes only to a sender
+// the host authenticated as the offer's iss (draft "Replay and Freshness").
+func TestUnauthenticatedRetransmission(t *testing.T) {
+	e := newEnv(t, handoff.FormJWS, handoff.JSON)
+	ctx := context.Background()
+	h, hop := e.offer(e.dl, tester, "copied")
+	if _, err := e.hc.Call(ctx, e.cs, call("ok"), h); err != nil {
+		t.Fatal(err)
+	}
+	hc, cs := e.connect(e.dl, handoff.JSON, "stranger-token")
+	if _, err := hc.Ask(ctx, cs, hop.Hop); !errors.Is(err, mcphandoff.ErrNotSent) {
+		t.Fatalf("Ask of a hop this client never sent: %v", err)
+	}
+	v, _ := mcphandoff.HandoffValue(h, handoff.JSON)
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "run-tests", Arguments: args{Mode: "ok"}, Meta: mcp.Meta{mcphandoff.Key: v}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, has := res.Meta[mcphandoff.Key]; has {
+		t.Fatal("a replay from an unauthenticated sender got the status")
+	}
+	if n := e.runs.Load(); n != 1 {
+		t.Fatalf("tool ran %d times", n)
+	}
+}
+
+// TestUnknownOutcome: a tool error without a declared outcome is not a
+// failure (draft "Knowing the Outcome"): the hop stays accepted, flagged.
+func TestUnknownOutcome(t *testing.T) {
+	e := newEnv(t, handoff.FormCOSE, handoff.CBOR)
+	ctx := context.Background()
+	h, hop := e.offer(e.dl, tester, "crash")
+	r, err := e.hc.Call(ctx, e.cs, call("error"), h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.State != handoff.StateAccepted || r.Hop.Resolved || !r.Result.IsError {
+		t.Fatalf("state %s, hop %+v", r.State, r.Hop)
+	}
+	flags, err := e.d.Flags(ctx, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(flags) != 1 || flags[0].Kind != store.FlagUnknownOutcome || flags[0].Hop != hop.Hop {
+		t.Fatalf("flags: %+v", flags)
+	}
+}
+
+// TestPlainCalls: a tools/call without a handoff is refused unless the
+// server allows plain calls; other traffic passes untouched.
+func TestPlainCalls(t *testing.T) {
+	e := newEnv(t, handoff.FormJWS, handoff.JSON)
+	ctx := context.Background()
+	res, err := e.cs.CallTool(ctx, call("ok"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.IsError || e.runs.Load() != 0 {
+		t.Fatalf("plain call: IsError %v, runs %d", res.IsError, e.runs.Load())
+	}
+	if _, err := e.cs.ListTools(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	for _, bad := range []any{42, "not base64url!", map[string]any{"offer": 7}, nil} {
+		res, err := e.cs.CallTool(ctx, &mcp.CallToolParams{Name: "run-tests", Arguments: args{Mode: "ok"}, Meta: mcp.Meta{mcphandoff.Key: bad}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, has := res.Meta[mcphandoff.Key]; has || !res.IsError || e.runs.Load() != 0 {
+			t.Fatalf("malformed %v: IsError %v, runs %d", bad, res.IsError, e.runs.Load())
+		}
+	}
+
+	srv, err := mcphandoff.NewServer(mcphandoff.ServerConfig{Delegate: e.d, AllowPlain: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ms := mcp.NewServer(&mcp.Implementation{Name: "open", Version: "1"}, nil)
+	mcp.AddTool(ms, &mcp.Tool{Name: "run-tests"}, e.tool)
+	srv.Attach(ms)
+	hs := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return ms }, nil))
+	defer hs.Close()
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "c", Version: "1"}, nil).Connect(ctx, &mcp.StreamableClientTransport{Endpoint: hs.URL}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	res, err = cs.CallTool(ctx, call("ok"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.IsError || textOf(res) != "plain" {
+		t.Fatalf("allowed plain call: %v %q", res.IsError, textOf(res))
+	}
+}
+
+func TestConfigErrors(t *testing.T) {
+	if _, err := mcphandoff.NewServer(mcphandoff.ServerConfig{}); err == nil {
+		t.Fatal("NewServer without a delegate")
+	}
+	if _, err := mcphandoff.NewClient(mcphandoff.ClientConfig{}); err == nil {
+		t.Fatal("NewClient without a delegator")
+	}
+	e := newEnv(t, handoff.FormJWS, handoff.JSON)
+	if err := e.hc.Attach(mcp.NewClient(&mcp.Implementation{Name: "c", Version: "1"}, nil)); err == nil {
+		t.Fatal("a Client attached twice")
+	}
+	// A second, different offer for a hop this client sent is refused
+	// before it leaves (no equivocation from this side).
+	h, _ := e.offer(e.dl, tester, "once")
+	if _, err := e.hc.Call(context.Background(), e.cs, call("ok"), h); err != nil {
+		t.Fatal(err)
+	}
+	o, _, _ := handoff.UnsafeDecode(h.Offer)
+	o.Iat++
+	el, _ := e.signers[planner].SignOffer(o, handoff.FormJWS)
+	if _, err := e.hc.Call(context.Background(), e.cs, call("ok"), &handoff.Handoff{Offer: el}); err == nil {
+		t.Fatal("the client sent a second offer for one hop")
+	}
+}

@@ -1,0 +1,470 @@
+package mcphandoff
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/quantumlearningmachines/handoff"
+	"github.com/quantumlearningmachines/handoff/delegate"
+	"github.com/quantumlearningmachines/handoff/store"
+)
+
+// MCP method names this package acts on.
+const (
+	methodCallTool  = "tools/call"
+	methodCancelled = "notifications/cancelled"
+)
+
+// ServerConfig configures the delegate's side.
+type ServerConfig struct {
+	// Delegate runs the receiving checks and keeps the hop records
+	// (package delegate, with its store). Required. Its Config.Stop is
+	// not needed for the work this middleware runs: the middleware stops
+	// that work itself on a verified cancel or an equivocation.
+	Delegate *delegate.Delegate
+	// Authenticated reports whether the host authenticated the sender of
+	// this call as iss, the offer's iss (read before verification; the
+	// answer matters only for an offer that verifies). It is
+	// delegate.Receive's authenticated flag: a retransmission gets its
+	// status only when it is true. Nil: never authenticated, so
+	// retransmissions get no status (fail safe). TokenUser is one.
+	Authenticated func(ctx context.Context, req *mcp.CallToolRequest, iss string) bool
+	// Dialog returns the dialog identifier the call carries, checked
+	// against the offer's dialog (step 5). Nil: the MCP session id
+	// (Mcp-Session-Id), "" (no check) when the transport has no session.
+	Dialog func(req *mcp.CallToolRequest) string
+	// AllowPlain lets a tools/call without a handoff reach the tool
+	// unchecked. Otherwise such a call is refused with a tool error.
+	AllowPlain bool
+	// Limits bound the Handoff read to find its iss for Authenticated;
+	// the delegate applies its own (zero: handoff.DefaultLimits).
+	Limits handoff.Limits
+	// Results is how many tool results of finished hops are kept in
+	// memory to answer a retransmission with the result as well as the
+	// status (default 1024; negative: none). The status always comes from
+	// the hop store; the result only while it is kept here.
+	Results int
+	// Report receives errors of work that finished after its call had
+	// returned (recording the outcome failed, say). Nil drops them.
+	Report func(error)
+}
+
+// Server is the delegate's side of the handoff over MCP: a receiving
+// middleware for an *mcp.Server. Safe for concurrent use.
+type Server struct {
+	cfg ServerConfig
+
+	mu      sync.Mutex
+	running map[hopKey]*work   // taken work still running, in this process
+	offers  map[string]hopKey  // offer digest -> hop, for cancels (bounded)
+	order   []string           // insertion order of offers, for the bound
+	results map[hopKey]*result // finished results, for retransmissions (bounded)
+	rorder  []hopKey
+	active  int        // work goroutines running, under mu
+	idle    *sync.Cond // signaled when active drops to 0
+}
+
+type hopKey struct{ iss, hop string }
+
+type work struct {
+	hop    *Hop
+	cancel context.CancelFunc
+	done   chan struct{}
+	reply  *mcp.CallToolResult // set before done is closed
+}
+
+type result struct{ res *mcp.CallToolResult }
+
+// maxOffers bounds the digest -> hop index used to route cancels.
+const maxOffers = 1 << 16
+
+// NewServer validates cfg.
+func NewServer(cfg ServerConfig) (*Server, error) {
+	if cfg.Delegate == nil {
+		return nil, errors.New("mcphandoff: ServerConfig.Delegate is required")
+	}
+	if cfg.Results == 0 {
+		cfg.Results = 1024
+	}
+	s := &Server{cfg: cfg, running: map[hopKey]*work{}, offers: map[string]hopKey{}, results: map[hopKey]*result{}}
+	s.idle = sync.NewCond(&s.mu)
+	return s, nil
+}
+
+// Attach adds the middleware to srv: srv.AddReceivingMiddleware(s.Middleware()).
+func (s *Server) Attach(srv *mcp.Server) { srv.AddReceivingMiddleware(s.Middleware()) }
+
+// Middleware is the receiving middleware. It acts on tools/call carrying a
+// handoff under Key and on notifications/cancelled carrying a signed
+// "canceled"; every other message passes through untouched.
+func (s *Server) Middleware() mcp.Middleware {
+	return func(next mcp.MethodHandler) mcp.MethodHandler {
+		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			switch method {
+			case methodCallTool:
+				if r, ok := req.(*mcp.CallToolRequest); ok && r.Params != nil {
+					return s.call(ctx, next, method, r)
+				}
+			case methodCancelled:
+				if r, ok := req.(*mcp.ServerRequest[*mcp.CancelledParams]); ok && r.Params != nil {
+					if err := s.cancelled(ctx, r.Params); err != nil && s.cfg.Report != nil {
+						s.cfg.Report(err)
+					}
+				}
+			}
+			return next(ctx, method, req)
+		}
+	}
+}
+
+// Wait blocks until all work started by this middleware has finished and
+// its outcome is recorded (for shutdown and tests). Work may start again
+// afterwards; a sync.WaitGroup would forbid that while Wait runs.
+func (s *Server) Wait() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for s.active > 0 {
+		s.idle.Wait()
+	}
+}
+
+// call handles a tools/call. The receiving checks run, and the decision is
+// recorded, before the tool sees the call. Every decided call is answered
+// with a CallToolResult (never a JSON-RPC error), so the status in its
+// _meta reaches the caller; a rejection or refusal is a tool error
+// (IsError). Only a failure of the hop store, when nothing was decided, is
+// a JSON-RPC error.
+func (s *Server) call(ctx context.Context, next mcp.MethodHandler, method string, r *mcp.CallToolRequest) (mcp.Result, error) {
+	v, ok := r.Params.Meta[Key]
+	if !ok {
+		if s.cfg.AllowPlain {
+			return next(ctx, method, r)
+		}
+		return toolError(nil, "this tool takes work only with an agent handoff under _meta %q", Key), nil
+	}
+	b, err := HandoffOctets(v)
+	if err != nil {
+		// Not a Handoff at all: step 1 (D3), bad-signature; nothing
+		// verified to address a status to (decision 12).
+		return toolError(nil, "handoff rejected (bad-signature, step 1): %v", err), nil
+	}
+	iss := ""
+	if h, err := handoff.ParseHandoff(b, s.cfg.Limits); err == nil {
+		if o, _, err := handoff.UnsafeDecode(h.Offer); err == nil && o != nil {
+			iss = o.Iss
+		}
+	}
+	authenticated := s.cfg.Authenticated != nil && iss != "" && s.cfg.Authenticated(ctx, r, iss)
+	dialog := ""
+	if s.cfg.Dialog != nil {
+		dialog = s.cfg.Dialog(r)
+	} else if r.Session != nil {
+		dialog = r.Session.ID()
+	}
+	// The record must be complete even if the caller goes away meanwhile:
+	// a hop claimed but not answered is still answered on retransmission.
+	bg := context.WithoutCancel(ctx)
+	a, err := s.cfg.Delegate.Receive(bg, b, dialog, authenticated)
+	if a == nil {
+		return nil, fmt.Errorf("mcphandoff: the hop store failed, nothing was decided: %w", err)
+	}
+	if a.Iss != "" && a.Result.OfferDigest != nil {
+		s.index(*a.Result.OfferDigest, hopKey{a.Iss, a.Hop})
+	}
+	switch a.Outcome {
+	case handoff.Rejected:
+		why := "handoff rejected"
+		if a.Result.Err != nil {
+			why = fmt.Sprintf("handoff rejected (%s): %v", a.Result.Reason, a.Result.Err)
+		}
+		return toolError(a.Status, "%s", why), nil
+	case handoff.Equivocation:
+		// The first offer's work, if running here, must stop; the second
+		// gets no status (draft "Forks, Concurrency, and Equivocation").
+		s.stop(hopKey{a.Iss, a.Hop})
+		if err != nil {
+			return nil, fmt.Errorf("mcphandoff: equivocation on hop %s not recorded: %w", a.Hop, err)
+		}
+		return toolError(nil, "handoff refused: equivocation (another offer for hop %s of %s was received first)", a.Hop, a.Iss), nil
+	case handoff.Retransmission:
+		return s.retransmission(a), nil
+	case handoff.Accepted:
+		if !a.Take {
+			// Config.Defer: recorded "received", no decision yet.
+			return &mcp.CallToolResult{Content: text("hop %s received; not yet decided: ask again later", a.Hop)}, nil
+		}
+		return s.run(ctx, next, method, r, a)
+	}
+	return nil, fmt.Errorf("mcphandoff: unexpected outcome %q", a.Outcome)
+}
+
+// run does the work of a newly taken hop exactly once. The work runs under
+// its own context, detached from the request: the request's context ends
+// when the caller goes away or MCP cancels the request, but only a
+// verified "canceled" (or an equivocation) stops taken work; otherwise it
+// runs to its outcome, which is recorded and answers the next
+// retransmission.
+func (s *Server) run(ctx context.Context, next mcp.MethodHandler, method string, r *mcp.CallToolRequest, a *delegate.Answer) (mcp.Result, error) {
+	hop := &Hop{Iss: a.Iss, ID: a.Hop, Offer: a.Result.Offer, Handoff: a.Result.Handoff,
+		ChainQuality: a.Result.ChainQuality}
+	if a.Result.OfferDigest != nil {
+		hop.Digest = *a.Result.OfferDigest
+	}
+	wctx, cancel := context.WithCancel(context.WithValue(context.WithoutCancel(ctx), hopCtxKey{}, hop))
+	w := &work{hop: hop, cancel: cancel, done: make(chan struct{})}
+	k := hopKey{a.Iss, a.Hop}
+	s.mu.Lock()
+	s.running[k] = w
+	s.active++
+	s.mu.Unlock()
+	go func() {
+		defer cancel()
+		res, err := invoke(wctx, next, method, r)
+		reply, rerr := s.finish(context.WithoutCancel(ctx), hop, a.Status, res, err)
+		if rerr != nil && s.cfg.Report != nil {
+			s.cfg.Report(rerr)
+		}
+		w.reply = reply
+		s.mu.Lock()
+		delete(s.running, k)
+		if s.active--; s.active == 0 {
+			s.idle.Broadcast()
+		}
+		s.mu.Unlock()
+		close(w.done)
+	}()
+	select {
+	case <-w.done:
+		return w.reply, nil
+	case <-ctx.Done():
+		// The caller went away or canceled the request (MCP asks for no
+		// response then). The work goes on; a retransmission learns its
+		// outcome.
+		return nil, ctx.Err()
+	}
+}
+
+// invoke calls the rest of the chain (the tool), turning a panic into an
+// error so that a taken hop is never left without a decision path.
+func invoke(ctx context.Context, next mcp.MethodHandler, method string, r *mcp.CallToolRequest) (res *mcp.CallToolResult, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			res, err = nil, fmt.Errorf("mcphandoff: the tool panicked: %v", p)
+		}
+	}()
+	out, err := next(ctx, method, r)
+	if err != nil {
+		return nil, err
+	}
+	res, ok := out.(*mcp.CallToolResult)
+	if !ok || res == nil {
+		return nil, fmt.Errorf("mcphandoff: tools/call returned %T, not a CallToolResult", out)
+	}
+	return res, nil
+}
+
+// finish records the outcome of taken work and builds the reply. The
+// outcome is what the tool declared (Hop.Declare); without a declaration a
+// result that is not an error is "completed", an unknown tool (the SDK's
+// invalid-params error, raised before any handler runs) is "failed" with
+// no effect, and anything else is an outcome not known: the hop stays
+// "accepted" and is flagged (draft "Knowing the Outcome": never guess).
+func (s *Server) finish(ctx context.Context, hop *Hop, accepted *handoff.Element, res *mcp.CallToolResult, callErr error) (*mcp.CallToolResult, error) {
+	reply := res
+	if reply == nil {
+		reply = &mcp.CallToolResult{IsError: true, Content: text("%v", callErr)}
+	}
+	out, declared := hop.declared()
+	var unknownWhy string
+	switch {
+	case declared:
+	case callErr == nil && !res.IsError:
+		out = delegate.Outcome{State: store.Completed}
+	case isUnknownTool(callErr):
+		out = delegate.Outcome{State: store.Failed, Detail: callErr.Error(), NoEffect: true}
+	default:
+		unknownWhy = "the tool returned an error without declaring the outcome (mcphandoff.Hop.Declare)"
+		if callErr != nil {
+			unknownWhy += ": " + callErr.Error()
+		}
+	}
+	var st *handoff.Element
+	var err error
+	if unknownWhy == "" {
+		st, err = s.cfg.Delegate.Finish(ctx, hop.Iss, hop.ID, out)
+		if err != nil {
+			unknownWhy = fmt.Sprintf("recording the outcome %s failed: %v", out.State, err)
+			err = fmt.Errorf("mcphandoff: hop %s of %s: %w", hop.ID, hop.Iss, err)
+		}
+	}
+	if unknownWhy != "" {
+		if uerr := s.cfg.Delegate.Unknown(ctx, hop.Iss, hop.ID, unknownWhy); uerr != nil {
+			err = errors.Join(err, fmt.Errorf("mcphandoff: flagging hop %s of %s: %w", hop.ID, hop.Iss, uerr))
+		}
+		st = accepted // the hop is accepted, its outcome not known
+	}
+	reply = withStatus(reply, st)
+	if st != nil && out.State == store.Failed && unknownWhy == "" {
+		reply.IsError = true
+	}
+	if unknownWhy == "" && err == nil {
+		s.keep(hopKey{hop.Iss, hop.ID}, reply)
+	}
+	return reply, err
+}
+
+func isUnknownTool(err error) bool {
+	var je *jsonrpc.Error
+	return errors.As(err, &je) && je.Code == jsonrpc.CodeInvalidParams && len(je.Message) > 12 && je.Message[:12] == "unknown tool"
+}
+
+// retransmission answers the same offer again from the record, never
+// running the tool: the identical octets of the last status sent
+// ("accepted" while the work runs), with the tool's result when it is
+// still kept. No status when the sender was not authenticated as the
+// offer's iss, or nothing was sent yet.
+func (s *Server) retransmission(a *delegate.Answer) *mcp.CallToolResult {
+	k := hopKey{a.Iss, a.Hop}
+	state := store.State("")
+	if a.Record != nil {
+		state = a.Record.State
+	}
+	s.mu.Lock()
+	kept := s.results[k]
+	_, running := s.running[k]
+	s.mu.Unlock()
+	var res *mcp.CallToolResult
+	switch {
+	case a.Status == nil:
+		res = &mcp.CallToolResult{Content: text("retransmission of hop %s: no status to resend (not yet decided, or the sender is not authenticated as %s)", a.Hop, a.Iss)}
+	case kept != nil && state.Terminal():
+		res = kept.res
+	case running:
+		res = &mcp.CallToolResult{Content: text("hop %s is accepted and its work is running: ask again later", a.Hop)}
+	default:
+		res = &mcp.CallToolResult{Content: text("retransmission of hop %s: the hop is %s; the last status sent is in _meta %q", a.Hop, state, Key)}
+	}
+	res = withStatus(res, a.Status)
+	res.IsError = state == store.Rejected || state == store.Failed
+	return res
+}
+
+// cancelled takes a notifications/cancelled. The SDK has already canceled
+// the request's context (that ends the call, not the work). A signed
+// "canceled" under Key is verified by the delegate (D9) against the hop's
+// recorded offer; if it holds, the hop is recorded canceled and its work
+// is stopped. The work's outcome is still recorded when known (decision
+// 16): a cancel does not show that the work took no effect.
+func (s *Server) cancelled(ctx context.Context, p *mcp.CancelledParams) error {
+	v, ok := p.Meta[Key]
+	if !ok {
+		return nil // a plain MCP cancel: the request's business only
+	}
+	el, err := StatusElement(v)
+	if err != nil {
+		return err
+	}
+	_, st, err := handoff.UnsafeDecode(el)
+	if err != nil {
+		return fmt.Errorf("mcphandoff: cancel: %w", err)
+	}
+	if st == nil || st.State != handoff.StateCanceled {
+		return fmt.Errorf("%w: notifications/cancelled carries something other than a canceled status", ErrMeta)
+	}
+	// The status names the offer by digest; the hop comes from the offers
+	// this middleware has seen. An unknown digest goes to the delegate
+	// with no hop: it holds the cancel for an offer not yet received.
+	s.mu.Lock()
+	k, known := s.offers[st.Offer.Alg+":"+st.Offer.String()]
+	s.mu.Unlock()
+	if !known {
+		k = hopKey{st.Iss, ""}
+	}
+	if _, err := s.cfg.Delegate.Cancel(context.WithoutCancel(ctx), el, k.iss, k.hop); err != nil {
+		return fmt.Errorf("mcphandoff: cancel for offer %s: %w", st.Offer, err)
+	}
+	s.stop(k)
+	return nil
+}
+
+// stop cancels the context of running work.
+func (s *Server) stop(k hopKey) {
+	s.mu.Lock()
+	w := s.running[k]
+	s.mu.Unlock()
+	if w != nil {
+		w.cancel()
+	}
+}
+
+func (s *Server) index(d handoff.Digest, k hopKey) {
+	id := d.Alg + ":" + d.String()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.offers[id]; ok {
+		return
+	}
+	if len(s.order) >= maxOffers {
+		delete(s.offers, s.order[0])
+		s.order = s.order[1:]
+	}
+	s.offers[id] = k
+	s.order = append(s.order, id)
+}
+
+// keep stores a finished result for retransmissions, without its _meta
+// status (that always comes from the record).
+func (s *Server) keep(k hopKey, res *mcp.CallToolResult) {
+	if s.cfg.Results < 0 {
+		return
+	}
+	c := *res
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.results[k]; !ok {
+		if len(s.rorder) >= s.cfg.Results {
+			delete(s.results, s.rorder[0])
+			s.rorder = s.rorder[1:]
+		}
+		s.rorder = append(s.rorder, k)
+	}
+	s.results[k] = &result{res: &c}
+}
+
+// withStatus returns a copy of res whose _meta carries st under Key (and
+// no status when st is nil).
+func withStatus(res *mcp.CallToolResult, st *handoff.Element) *mcp.CallToolResult {
+	c := *res
+	if st != nil {
+		c.Meta = withMeta(res.Meta, Key, StatusValue(*st))
+	} else if _, ok := res.Meta[Key]; ok {
+		c.Meta = withMeta(res.Meta, Key, nil)
+		delete(c.Meta, Key)
+	}
+	if c.Content == nil {
+		c.Content = []mcp.Content{}
+	}
+	return &c
+}
+
+func toolError(st *handoff.Element, format string, args ...any) *mcp.CallToolResult {
+	res := withStatus(&mcp.CallToolResult{Content: text(format, args...)}, st)
+	res.IsError = true
+	return res
+}
+
+func text(format string, args ...any) []mcp.Content {
+	return []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf(format, args...)}}
+}
+
+// TokenUser is an Authenticated function for hosts that authenticate
+// callers with bearer tokens (the SDK's auth.RequireBearerToken): the
+// sender is authenticated as iss when its token's UserID is iss.
+func TokenUser(_ context.Context, req *mcp.CallToolRequest, iss string) bool {
+	return req.Extra != nil && req.Extra.TokenInfo != nil && req.Extra.TokenInfo.UserID != "" && req.Extra.TokenInfo.UserID == iss
+}
