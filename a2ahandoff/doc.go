@@ -1,0 +1,49 @@
+// Package a2ahandoff carries the agent handoff context inside real
+// Agent2Agent (A2A) traffic, with the a2a-go SDK (A2A protocol 0.3), as the
+// draft's "Carrying the Element" section says for A2A:
+//
+//   - the Handoff travels in Message.metadata under the key URI (the
+//     extension URI), URI is listed in Message.extensions and in the
+//     A2A-Extensions service parameter of the request (HTTP header
+//     X-A2A-Extensions);
+//   - a status travels under the same key in the metadata of the reply
+//     Message, or of TaskStatus.message of the returned Task;
+//   - the delegator's "canceled" travels under the same key in the
+//     metadata of its Cancel Task request.
+//
+// # Carriage: what the metadata value is
+//
+// A2A metadata is JSON, decoded by the SDK into map[string]any, so every
+// signed element travels as a string, whose characters (and so octets and
+// handoff digest) survive any JSON decoder:
+//
+//   - a JSON Handoff is the JSON object itself, {"offer": "<element>",
+//     "chain": ["<element>", ...], ...}, each element a compact JWS or the
+//     base64url (no padding) of a tagged COSE_Sign1, exactly as the
+//     draft's JSON Handoff writes it. The Handoff object is not signed, so
+//     the receiver writes the decoded object back to JSON and reads it;
+//     member order and white space do not matter, element octets do not
+//     change;
+//   - a CBOR Handoff is a string: the base64url (no padding) of its exact
+//     CBOR octets. JSON metadata cannot hold CBOR byte strings, and this
+//     keeps the CBOR form, unknown members included, octet for octet. A
+//     string that decodes to JSON is refused (a JSON Handoff is an object);
+//   - a status (and "canceled") is a string: the compact JWS, or the
+//     base64url of the tagged COSE_Sign1 (handoff.Element.Text).
+//
+// Anything else under the key is a malformed Handoff (D3, bad-signature):
+// the task is REJECTED with no status, since nothing verified names a
+// party to address one to.
+//
+// # The two sides
+//
+// The delegate wraps its a2asrv.AgentExecutor in an Executor: the receiving
+// checks (package delegate, with its durable hop store) run before the
+// agent's code sees the task, and the A2A task states follow the draft's
+// mapping table (offered SUBMITTED, accepted WORKING, rejected REJECTED,
+// completed COMPLETED, failed FAILED, canceled CANCELED).
+//
+// The delegator wraps its a2aclient.Client in a Client, which carries the
+// offers of a delegator.Delegator, feeds every status of the replies to
+// its Intake, asks again with the identical octets, and cancels.
+package a2ahandoff

@@ -1,0 +1,585 @@
+package a2ahandoff
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/a2aproject/a2a-go/a2a"
+	"github.com/a2aproject/a2a-go/a2asrv"
+	"github.com/a2aproject/a2a-go/a2asrv/eventqueue"
+	"github.com/a2aproject/a2a-go/log"
+
+	"github.com/quantumlearningmachines/handoff"
+	"github.com/quantumlearningmachines/handoff/delegate"
+	"github.com/quantumlearningmachines/handoff/store"
+)
+
+// ServerConfig configures an Executor.
+type ServerConfig struct {
+	// Delegate configures the durable receiving side: Options.Me (this
+	// agent's AgentId), Options.Keys (trust), Store, Signer, StatusForm.
+	// Stop is chained: the Executor stops the agent's run itself. Defer is
+	// not supported (the agent runs when the offer is accepted).
+	Delegate delegate.Config
+
+	// Authenticated reports whether the host protocol authenticated the
+	// sender of the current request as iss (the offer's issuer), for
+	// example by the credential the request carried. A status is resent
+	// for a retransmission only to such a sender (draft "Replay and
+	// Freshness"). Nil means never: retransmissions are answered without
+	// a status. UserIsIss reads the a2asrv CallContext's User.
+	Authenticated func(ctx context.Context, iss string) bool
+
+	// AllowPlain lets messages without a Handoff reach the agent
+	// unchecked. By default such a message is refused (task REJECTED,
+	// no status: there is no offer to answer).
+	AllowPlain bool
+
+	// NoEffectUnlessCompleted declares that the agent's work takes no
+	// effect unless it completes (it is read-only, or it commits at the
+	// end): an error, a FAILED or REJECTED state, or a stop (cancel,
+	// equivocation) without a Report then becomes "failed" with no refs.
+	// Without it the outcome of such a run is unknown: the hop stays
+	// "accepted" and is flagged to the operator (draft "Knowing the
+	// Outcome": the delegate never guesses).
+	NoEffectUnlessCompleted bool
+
+	// OnCancel, if set, is called after a verified "canceled" for a hop
+	// this agent took, with the digest of that offer, before the task is
+	// answered CANCELED. An agent that passed the work on cancels down
+	// there (delegator.CancelDown, then Client.SendCancel).
+	OnCancel func(ctx context.Context, iss, hop string, offer handoff.Digest)
+}
+
+// Executor wraps an a2asrv.AgentExecutor so that the receiving checks of
+// package delegate run before the agent's own code sees a task, and the
+// A2A task states follow the draft's mapping table:
+//
+//	offer rejected (any check)     -> REJECTED, the signed "rejected" (none for step 1)
+//	offer accepted                 -> WORKING with the signed "accepted"; the agent runs
+//	agent completes                -> COMPLETED with the signed "completed"
+//	agent fails, outcome known     -> FAILED with the signed "failed"
+//	verified "canceled"            -> CANCELED; the agent's context is canceled
+//	retransmission                 -> a Message with the last status, from the record
+//	equivocation                   -> REJECTED, no status
+//
+// Its Execute and Cancel implement a2asrv.AgentExecutor: pass it to
+// a2asrv.NewHandler in place of the agent.
+type Executor struct {
+	agent a2asrv.AgentExecutor
+	d     *delegate.Delegate
+	cfg   ServerConfig
+
+	mu      sync.Mutex
+	running map[[2]string]context.CancelCauseFunc // (iss, hop) -> stop the agent's run
+}
+
+var _ a2asrv.AgentExecutor = (*Executor)(nil)
+
+var errStopped = errors.New("a2ahandoff: the hop's work was stopped (canceled by the delegator, or its offer equivocated)")
+
+// NewExecutor builds the delegate from cfg.Delegate and wraps agent.
+func NewExecutor(ctx context.Context, agent a2asrv.AgentExecutor, cfg ServerConfig) (*Executor, error) {
+	if agent == nil {
+		return nil, errors.New("a2ahandoff: NewExecutor needs the agent's executor")
+	}
+	if cfg.Delegate.Defer {
+		return nil, errors.New("a2ahandoff: delegate.Config.Defer is not supported: the A2A executor runs the agent when the offer is accepted")
+	}
+	x := &Executor{agent: agent, cfg: cfg, running: map[[2]string]context.CancelCauseFunc{}}
+	userStop := cfg.Delegate.Stop
+	cfg.Delegate.Stop = func(iss, hop string) {
+		x.stop(iss, hop)
+		if userStop != nil {
+			userStop(iss, hop)
+		}
+	}
+	d, err := delegate.New(ctx, cfg.Delegate)
+	if err != nil {
+		return nil, err
+	}
+	x.d, x.cfg = d, cfg
+	return x, nil
+}
+
+// Delegate is the durable receiving side the Executor uses: its flags,
+// sweeper, and Finish for outcomes learned after the run.
+func (x *Executor) Delegate() *delegate.Delegate { return x.d }
+
+// UserIsIss is an Authenticated function for servers whose
+// authentication sets the a2asrv CallContext's User (a CallInterceptor,
+// say): the sender is iss when the user is authenticated and its name is
+// iss.
+func UserIsIss(ctx context.Context, iss string) bool {
+	cc, ok := a2asrv.CallContextFrom(ctx)
+	return ok && cc.User != nil && cc.User.Authenticated() && cc.User.Name() == iss
+}
+
+// Hop is the verified offer whose work the agent's code is doing.
+type Hop struct {
+	Iss, Hop string
+	Offer    *handoff.Offer   // the verified payload
+	Handoff  *handoff.Handoff // as received; pass it on with delegator.Offer{From: Handoff}
+	// Result is the verdict of the receiving checks (chain quality,
+	// reference outcomes); nil for a follow-up message of the task.
+	Result *handoff.Result
+}
+
+type runKey struct{}
+
+// Received returns the hop whose work the current Execute is doing.
+func Received(ctx context.Context) (*Hop, bool) {
+	r, ok := ctx.Value(runKey{}).(*run)
+	if !ok {
+		return nil, false
+	}
+	return r.hop, true
+}
+
+// Report states the outcome of the hop's work, from the agent's code,
+// before it ends the task: refs of the result for "completed", and for
+// "failed" every part that took effect (or NoEffect). The Executor signs
+// and records it when the task ends (COMPLETED, FAILED, an error, or a
+// stop); the last Report wins. Without a Report a completed task is
+// "completed" with no refs.
+func Report(ctx context.Context, out delegate.Outcome) error {
+	r, ok := ctx.Value(runKey{}).(*run)
+	if !ok {
+		return errors.New("a2ahandoff: Report outside a handoff task's Execute")
+	}
+	if out.State != store.Completed && out.State != store.Failed {
+		return fmt.Errorf("a2ahandoff: an outcome is completed or failed, not %q", out.State)
+	}
+	if out.State == store.Failed && len(out.Refs) == 0 && !out.NoEffect {
+		return errors.New(`a2ahandoff: a "failed" outcome lists in Refs what took effect, or sets NoEffect`)
+	}
+	r.mu.Lock()
+	r.reported = &out
+	r.mu.Unlock()
+	return nil
+}
+
+// Execute runs the receiving checks on the Handoff in the message's
+// metadata, with the task's contextId as the dialog (step 5), and runs the
+// agent only for an accepted offer.
+func (x *Executor) Execute(ctx context.Context, rc *a2asrv.RequestContext, q eventqueue.Queue) error {
+	var v any
+	has := false
+	if rc.Message != nil {
+		v, has = rc.Message.Metadata[Key]
+	}
+	if !has {
+		if rc.StoredTask != nil {
+			h, err := x.hopOfTask(ctx, rc.StoredTask)
+			if err != nil {
+				return x.refuse(ctx, rc, q, nil, err.Error())
+			}
+			if h != nil { // a follow-up message of a task taken with a handoff
+				return x.run(ctx, rc, q, h)
+			}
+		}
+		if x.cfg.AllowPlain {
+			return x.agent.Execute(ctx, rc, q)
+		}
+		return x.refuse(ctx, rc, q, nil, "this agent takes work only with a handoff: metadata "+Key+" is missing")
+	}
+	if ext, ok := a2asrv.ExtensionsFrom(ctx); ok {
+		e := CardExtension(false)
+		ext.Activate(&e)
+	}
+	b, err := handoffOctets(v)
+	if err != nil {
+		// A malformed Handoff is bad-signature (D3) at step 1: nothing
+		// verified to address a status to.
+		return x.refuse(ctx, rc, q, nil, "rejected (bad-signature): "+err.Error())
+	}
+	// The dialog is the task's contextId. When the message named none,
+	// the server made one up, and the offer cannot name it: rejected
+	// with "policy" rather than skipping step 5 (fail safe).
+	a, err := x.d.Receive(ctx, b, rc.ContextID, x.authenticated(ctx, claimedIss(b, x.cfg.Delegate.Options.Limits)))
+	if err != nil {
+		return fmt.Errorf("a2ahandoff: receiving the offer: %w", err) // nothing was decided
+	}
+	switch a.Outcome {
+	case handoff.Rejected:
+		why := "rejected"
+		if a.Result != nil && a.Result.Err != nil {
+			why = "rejected: " + a.Result.Err.Error()
+		} else if a.Result != nil {
+			why = "rejected (" + string(a.Result.Reason) + ")"
+		}
+		return x.refuse(ctx, rc, q, a.Status, why)
+	case handoff.Equivocation:
+		// The second offer gets no status (draft "Forks, Concurrency,
+		// and Equivocation"); the first is handled by the delegate.
+		return x.refuse(ctx, rc, q, nil, fmt.Sprintf("refused: equivocation: another offer for hop %s of %q is recorded", a.Hop, a.Iss))
+	case handoff.Retransmission:
+		text := fmt.Sprintf("retransmission of hop %s: answered from the record, not processed again", a.Hop)
+		if a.Status == nil {
+			text += "; no status resent (none sent yet, or the sender is not authenticated as the offer's iss)"
+		}
+		m := a2a.NewMessage(a2a.MessageRoleAgent, a2a.TextPart{Text: text})
+		m.ContextID = rc.ContextID
+		m.Extensions = withURI(nil)
+		if a.Status != nil {
+			AttachStatus(m, *a.Status)
+		}
+		return q.Write(ctx, m)
+	case handoff.Accepted:
+		if !a.Take || a.Status == nil {
+			return fmt.Errorf("a2ahandoff: hop %s accepted without taking the work", a.Hop)
+		}
+		ev := a2a.NewStatusUpdateEvent(rc, a2a.TaskStateWorking, statusMessage(rc, a.Status, "accepted: working"))
+		if err := q.Write(ctx, ev); err != nil {
+			return err
+		}
+		return x.run(ctx, rc, q, &Hop{Iss: a.Iss, Hop: a.Hop, Offer: a.Result.Offer, Handoff: a.Result.Handoff, Result: a.Result})
+	}
+	return fmt.Errorf("a2ahandoff: unexpected outcome %q", a.Outcome)
+}
+
+func (x *Executor) authenticated(ctx context.Context, iss string) bool {
+	return iss != "" && x.cfg.Authenticated != nil && x.cfg.Authenticated(ctx, iss)
+}
+
+// claimedIss reads the offer's iss without verifying it: the
+// authentication question is asked about the party the offer names, and
+// the answer counts only for an offer that verifies (a retransmission).
+func claimedIss(b []byte, lim handoff.Limits) string {
+	h, err := handoff.ParseHandoff(b, lim)
+	if err != nil {
+		return ""
+	}
+	o, _, err := handoff.UnsafeDecode(h.Offer)
+	if err != nil || o == nil {
+		return ""
+	}
+	return o.Iss
+}
+
+// refuse ends a new task REJECTED, with the signed status when there is
+// one to send.
+func (x *Executor) refuse(ctx context.Context, rc *a2asrv.RequestContext, q eventqueue.Queue, st *handoff.Element, why string) error {
+	ev := a2a.NewStatusUpdateEvent(rc, a2a.TaskStateRejected, statusMessage(rc, st, why))
+	ev.Final = true
+	return q.Write(ctx, ev)
+}
+
+// statusMessage is an agent message for a TaskStatus, carrying st.
+func statusMessage(rc *a2asrv.RequestContext, st *handoff.Element, text string) *a2a.Message {
+	m := a2a.NewMessageForTask(a2a.MessageRoleAgent, rc, a2a.TextPart{Text: "handoff: " + text})
+	m.Extensions = withURI(nil)
+	if st != nil {
+		AttachStatus(m, *st)
+	}
+	return m
+}
+
+// hopOfTask finds the hop of a stored task: the Handoff of the first user
+// message carrying one, whose record shows it was taken. nil, nil: not a
+// handoff task.
+func (x *Executor) hopOfTask(ctx context.Context, t *a2a.Task) (*Hop, error) {
+	if t == nil {
+		return nil, nil
+	}
+	for _, m := range t.History {
+		if m == nil || m.Role != a2a.MessageRoleUser {
+			continue
+		}
+		v, ok := m.Metadata[Key]
+		if !ok {
+			continue
+		}
+		b, err := handoffOctets(v)
+		if err != nil {
+			return nil, fmt.Errorf("task %s: its Handoff cannot be read: %v", t.ID, err)
+		}
+		h, err := handoff.ParseHandoff(b, x.cfg.Delegate.Options.Limits)
+		if err != nil {
+			return nil, fmt.Errorf("task %s: its Handoff cannot be read: %v", t.ID, err)
+		}
+		o, _, err := handoff.UnsafeDecode(h.Offer)
+		if err != nil || o == nil {
+			return nil, fmt.Errorf("task %s: its offer cannot be read: %v", t.ID, err)
+		}
+		// The payload was verified when the task was taken; the record
+		// (same offer digest, taken) shows that it was.
+		r, err := x.cfg.Delegate.Store.Get(ctx, o.Iss, o.Hop)
+		if err != nil {
+			return nil, fmt.Errorf("task %s: hop %s of %q: %w", t.ID, o.Hop, o.Iss, err)
+		}
+		if !r.Digest.Equal(h.Offer.Digest()) || r.State == store.Received || r.State == store.Rejected {
+			return nil, fmt.Errorf("task %s: hop %s of %q was not taken with this offer", t.ID, o.Hop, o.Iss)
+		}
+		return &Hop{Iss: o.Iss, Hop: o.Hop, Offer: o, Handoff: h}, nil
+	}
+	return nil, nil
+}
+
+func (x *Executor) stop(iss, hop string) {
+	x.mu.Lock()
+	c := x.running[[2]string{iss, hop}]
+	x.mu.Unlock()
+	if c != nil {
+		c(errStopped)
+	}
+}
+
+// run is one execution of the agent's code for a taken hop.
+type run struct {
+	x      *Executor
+	hop    *Hop
+	rc     *a2asrv.RequestContext
+	q      eventqueue.Queue
+	runCtx context.Context
+
+	mu       sync.Mutex
+	done     bool // a terminal event went out
+	reported *delegate.Outcome
+}
+
+func (x *Executor) run(ctx context.Context, rc *a2asrv.RequestContext, q eventqueue.Queue, h *Hop) error {
+	runCtx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	k := [2]string{h.Iss, h.Hop}
+	x.mu.Lock()
+	x.running[k] = cancel
+	x.mu.Unlock()
+	defer func() {
+		x.mu.Lock()
+		delete(x.running, k)
+		x.mu.Unlock()
+	}()
+	r := &run{x: x, hop: h, rc: rc, q: q, runCtx: runCtx}
+	err := x.agent.Execute(context.WithValue(runCtx, runKey{}, r), rc, &queue{Queue: q, r: r})
+	return r.after(ctx, err)
+}
+
+// after handles the end of the agent's code when it wrote no terminal
+// state: an error or a stop ends the task FAILED (or, after a cancel, the
+// CANCELED the cancel writes), with "failed" only when the outcome is
+// known; a plain return leaves the task where the agent left it
+// (INPUT_REQUIRED, say) and the hop "accepted".
+func (r *run) after(ctx context.Context, err error) error {
+	r.mu.Lock()
+	done := r.done
+	r.mu.Unlock()
+	if done {
+		return err
+	}
+	if ctx.Err() != nil {
+		return err // the server ended the execution; nothing to write to
+	}
+	rec, gerr := r.x.cfg.Delegate.Store.Get(ctx, r.hop.Iss, r.hop.Hop)
+	if gerr != nil {
+		log.Error(ctx, "a2ahandoff: reading the hop record after the agent's run", gerr, "hop", r.hop.Hop)
+		return err
+	}
+	stopped := errors.Is(context.Cause(r.runCtx), errStopped)
+	if rec.Canceled && (stopped || err != nil) {
+		// The cancel writes CANCELED; only the hop's outcome is left.
+		r.mu.Lock()
+		r.done = true
+		r.mu.Unlock()
+		if out := r.failure("stopped: canceled by the delegator"); out != nil {
+			if _, ferr := r.x.d.Finish(ctx, r.hop.Iss, r.hop.Hop, *out); ferr != nil {
+				log.Error(ctx, "a2ahandoff: recording the outcome of a canceled hop", ferr, "hop", r.hop.Hop)
+			}
+		} else {
+			r.unknown(ctx, "the agent's run was stopped by the delegator's cancel; its effect is not known")
+		}
+		return nil
+	}
+	if err == nil && !stopped {
+		return nil
+	}
+	why := "the agent's code stopped"
+	if err != nil {
+		why = "the agent's code failed: " + err.Error()
+	}
+	ev := a2a.NewStatusUpdateEvent(r.rc, a2a.TaskStateFailed, nil)
+	ev.Final = true
+	out, werr := r.terminal(ctx, ev, &ev.Status, why)
+	if werr != nil {
+		return werr
+	}
+	if werr := r.q.Write(ctx, out); werr != nil {
+		return errors.Join(err, werr)
+	}
+	return nil
+}
+
+// failure is the outcome of work that did not complete: the agent's
+// Report, or "failed" with no effect when the agent declared it
+// (NoEffectUnlessCompleted), or nil: unknown.
+func (r *run) failure(detail string) *delegate.Outcome {
+	r.mu.Lock()
+	rep := r.reported
+	r.mu.Unlock()
+	if rep != nil {
+		return rep
+	}
+	if r.x.cfg.NoEffectUnlessCompleted {
+		return &delegate.Outcome{State: store.Failed, NoEffect: true, Detail: detail}
+	}
+	return nil
+}
+
+func (r *run) unknown(ctx context.Context, why string) {
+	if err := r.x.d.Unknown(ctx, r.hop.Iss, r.hop.Hop, why); err != nil {
+		log.Error(ctx, "a2ahandoff: flagging an unknown outcome", err, "hop", r.hop.Hop)
+	}
+}
+
+// terminal records the hop's outcome for an event that ends the task and
+// attaches the signed status to its status message; the task state
+// follows the status (mapping table). Only the first terminal event does
+// this. The record is written before the event leaves, so the status is
+// durable before anyone sees it.
+func (r *run) terminal(ctx context.Context, ev a2a.Event, status *a2a.TaskStatus, why string) (a2a.Event, error) {
+	r.mu.Lock()
+	if r.done {
+		r.mu.Unlock()
+		return ev, nil
+	}
+	r.done = true
+	rep := r.reported
+	r.mu.Unlock()
+
+	var out *delegate.Outcome
+	switch status.State {
+	case a2a.TaskStateCompleted:
+		out = rep
+		if out == nil {
+			out = &delegate.Outcome{State: store.Completed}
+		}
+	case a2a.TaskStateRejected:
+		// A2A's REJECTED means "rejected by the agent and not started":
+		// after "accepted" the hop cannot be rejected (draft
+		// "Lifecycle"), so it is "failed" with no effect unless reported.
+		out = rep
+		if out == nil {
+			out = &delegate.Outcome{State: store.Failed, NoEffect: true, Reason: handoff.ReasonPolicy, Detail: "the agent rejected the task before starting it"}
+		}
+	default: // FAILED, or CANCELED by the agent itself
+		out = r.failure(why)
+	}
+	if out == nil {
+		r.unknown(ctx, fmt.Sprintf("the task ended %s and the effect of the work is not known (%s)", status.State, why))
+		return ev, nil
+	}
+	st, err := r.x.d.Finish(ctx, r.hop.Iss, r.hop.Hop, *out)
+	if err != nil {
+		// Not recorded: nothing is claimed. The delegator keeps asking and
+		// is answered from the record.
+		log.Error(ctx, "a2ahandoff: recording the hop's outcome", err, "hop", r.hop.Hop)
+		return ev, nil
+	}
+	if out.State == store.Completed {
+		status.State = a2a.TaskStateCompleted
+	} else {
+		status.State = a2a.TaskStateFailed
+	}
+	if status.Message == nil {
+		status.Message = statusMessage(r.rc, st, string(out.State))
+	} else {
+		AttachStatus(status.Message, *st)
+	}
+	return ev, nil
+}
+
+// queue is the agent's view of the event queue: events that end the task
+// get the hop's signed outcome.
+type queue struct {
+	eventqueue.Queue
+	r *run
+}
+
+func (w *queue) Write(ctx context.Context, ev a2a.Event) error {
+	ev, err := w.intercept(ctx, ev)
+	if err != nil {
+		return err
+	}
+	return w.Queue.Write(ctx, ev)
+}
+
+func (w *queue) WriteVersioned(ctx context.Context, ev a2a.Event, v a2a.TaskVersion) error {
+	ev, err := w.intercept(ctx, ev)
+	if err != nil {
+		return err
+	}
+	return w.Queue.WriteVersioned(ctx, ev, v)
+}
+
+func (w *queue) intercept(ctx context.Context, ev a2a.Event) (a2a.Event, error) {
+	r := w.r
+	switch e := ev.(type) {
+	case *a2a.Message:
+		// An agent that answers with a Message is done: for a handoff
+		// task (already WORKING) its reply becomes the COMPLETED status
+		// message, so the task does not stay WORKING.
+		m := *e
+		m.TaskID, m.ContextID = r.rc.TaskID, r.rc.ContextID
+		if m.Role == "" {
+			m.Role = a2a.MessageRoleAgent
+		}
+		st := a2a.NewStatusUpdateEvent(r.rc, a2a.TaskStateCompleted, &m)
+		st.Final = true
+		return r.terminal(ctx, st, &st.Status, "the agent replied")
+	case *a2a.TaskStatusUpdateEvent:
+		if e.Status.State.Terminal() {
+			e.Final = true
+			return r.terminal(ctx, e, &e.Status, "the agent ended the task "+string(e.Status.State))
+		}
+	case *a2a.Task:
+		if e.Status.State.Terminal() {
+			return r.terminal(ctx, e, &e.Status, "the agent ended the task "+string(e.Status.State))
+		}
+	}
+	return ev, nil
+}
+
+// Cancel answers a Cancel Task request. For a task taken with a handoff,
+// the request's metadata must carry the delegator's signed "canceled"
+// under Key; once verified (D9) the hop is noted canceled, the agent's run
+// is stopped (its context is canceled), OnCancel runs, and the task ends
+// CANCELED with the delegate's last status when the sender is
+// authenticated as the delegator. A cancel without a valid "canceled" is
+// refused and the task goes on. Other tasks go to the agent's Cancel.
+func (x *Executor) Cancel(ctx context.Context, rc *a2asrv.RequestContext, q eventqueue.Queue) error {
+	h, err := x.hopOfTask(ctx, rc.StoredTask)
+	if err != nil {
+		return fmt.Errorf("a2ahandoff: %v: %w", err, a2a.ErrTaskNotCancelable)
+	}
+	if h == nil {
+		return x.agent.Cancel(ctx, rc, q)
+	}
+	v, ok := rc.Metadata[Key]
+	if !ok {
+		return fmt.Errorf("a2ahandoff: task %s was taken with a handoff and is canceled only with the delegator's signed \"canceled\" under metadata %s: %w", rc.TaskID, Key, a2a.ErrTaskNotCancelable)
+	}
+	el, err := statusValue(v)
+	if err != nil {
+		return fmt.Errorf("%v: %w", err, a2a.ErrInvalidParams)
+	}
+	rec, err := x.d.Cancel(ctx, el, h.Iss, h.Hop)
+	if err != nil {
+		return fmt.Errorf("a2ahandoff: cancel of hop %s refused: %v: %w", h.Hop, err, a2a.ErrTaskNotCancelable)
+	}
+	if ext, ok := a2asrv.ExtensionsFrom(ctx); ok {
+		e := CardExtension(false)
+		ext.Activate(&e)
+	}
+	if x.cfg.OnCancel != nil {
+		x.cfg.OnCancel(ctx, h.Iss, h.Hop, h.Handoff.Offer.Digest())
+	}
+	var last *handoff.Element
+	if rec.Status != nil && x.authenticated(ctx, h.Iss) {
+		last = &handoff.Element{Form: rec.StatusForm, Octets: rec.Status}
+	}
+	ev := a2a.NewStatusUpdateEvent(rc, a2a.TaskStateCanceled, statusMessage(rc, last, "canceled by the delegator; the hop's outcome is still reported when known"))
+	ev.Final = true
+	return q.Write(ctx, ev)
+}
