@@ -242,7 +242,7 @@ func (c *Client) Call(ctx context.Context, cs *mcp.ClientSession, params *mcp.Ca
 		c.byDigest[dk] = o.Hop
 	}
 	c.mu.Unlock()
-	return c.send(ctx, cs, o.Hop, s.params, v)
+	return c.send(ctx, cs, o.Hop, s)
 }
 
 // Ask asks the delegate again about a hop this client sent: the identical
@@ -259,7 +259,18 @@ func (c *Client) Ask(ctx context.Context, cs *mcp.ClientSession, hop string) (*R
 	if !ok {
 		return nil, fmt.Errorf("%w: hop %s", ErrNotSent, hop)
 	}
-	return c.send(ctx, cs, hop, s.params, s.value)
+	return c.send(ctx, cs, hop, s)
+}
+
+// Forget drops what this client keeps for a hop (the call to resend, the
+// request ids for a cancel), once the hop needs no more asking.
+func (c *Client) Forget(hop string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if s, ok := c.hops[hop]; ok {
+		delete(c.byDigest, s.digest)
+		delete(c.hops, hop)
+	}
 }
 
 // Retransmitter returns the send function for delegator.RunRetransmitter
@@ -271,13 +282,13 @@ func (c *Client) Retransmitter(cs *mcp.ClientSession) func(context.Context, dele
 	}
 }
 
-func (c *Client) send(ctx context.Context, cs *mcp.ClientSession, hop string, params mcp.CallToolParams, v any) (*Reply, error) {
+func (c *Client) send(ctx context.Context, cs *mcp.ClientSession, hop string, s *sentHop) (*Reply, error) {
 	// A fresh _meta map per call: the SDK may add its own keys to it.
-	params.Meta = withMeta(params.Meta, Key, v)
+	params := s.params
+	params.Meta = withMeta(params.Meta, Key, s.value)
 	cctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	c.mu.Lock()
-	s := c.hops[hop]
 	c.seq++
 	id := c.seq
 	s.inflight[id] = cancel

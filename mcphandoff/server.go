@@ -296,6 +296,9 @@ func (s *Server) finish(ctx context.Context, hop *Hop, accepted *handoff.Element
 	var st *handoff.Element
 	var err error
 	if unknownWhy == "" {
+		// Kept before the record turns terminal, so that a retransmission
+		// that sees the terminal status also finds the result.
+		s.keep(hopKey{hop.Iss, hop.ID}, reply, out.State == store.Failed)
 		st, err = s.cfg.Delegate.Finish(ctx, hop.Iss, hop.ID, out)
 		if err != nil {
 			unknownWhy = fmt.Sprintf("recording the outcome %s failed: %v", out.State, err)
@@ -311,9 +314,6 @@ func (s *Server) finish(ctx context.Context, hop *Hop, accepted *handoff.Element
 	reply = withStatus(reply, st)
 	if st != nil && out.State == store.Failed && unknownWhy == "" {
 		reply.IsError = true
-	}
-	if unknownWhy == "" && err == nil {
-		s.keep(hopKey{hop.Iss, hop.ID}, reply)
 	}
 	return reply, err
 }
@@ -419,11 +419,12 @@ func (s *Server) index(d handoff.Digest, k hopKey) {
 
 // keep stores a finished result for retransmissions, without its _meta
 // status (that always comes from the record).
-func (s *Server) keep(k hopKey, res *mcp.CallToolResult) {
+func (s *Server) keep(k hopKey, res *mcp.CallToolResult, failed bool) {
 	if s.cfg.Results < 0 {
 		return
 	}
 	c := *res
+	c.IsError = c.IsError || failed
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if _, ok := s.results[k]; !ok {
