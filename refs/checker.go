@@ -3,6 +3,7 @@ package refs
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"net/url"
@@ -148,7 +149,7 @@ func (c *Checker) check(ctx context.Context, sender string, refs []handoff.Conte
 	fs := make(Findings, len(refs))
 	for i, r := range refs {
 		req := all || c.required(r)
-		out, fetched, err := c.checkOne(ctx, i, r, sender, x, req)
+		out, fetched, err := c.checkOne(ctx, i, r, sender, &x, req)
 		switch {
 		case out == handoff.RefVerified && err != nil:
 			out = handoff.RefUnverifiable // never "verified" with a doubt
@@ -281,13 +282,14 @@ func (c *Checker) checkDigest(ctx context.Context, i int, r handoff.ContextRef, 
 	if salted && !haveSalt {
 		return handoff.RefUnverifiable, fetched, ErrNoSalt
 	}
-	var got handoff.Digest
+	var sum [32]byte
 	if salted {
-		got = SaltedDigest(salt, octets)
+		sum = [32]byte(SaltedDigest(salt, octets).Val)
 	} else {
-		got = handoff.DigestOf(octets)
+		sum = sha256.Sum256(octets)
 	}
-	if !bytes.Equal(got.Val, r.Dig.Val) {
+	if !bytes.Equal(sum[:], r.Dig.Val) {
+		got := handoff.Digest{Alg: handoff.AlgSHA256, Val: sum[:]}
 		return handoff.RefMismatch, fetched, fmt.Errorf("dig is %s, the %s octets hash to %s", r.Dig, map[bool]string{false: "supplied", true: "fetched"}[fetched], got)
 	}
 	return handoff.RefVerified, fetched, nil

@@ -47,35 +47,37 @@ func MaterialFrom(ctx context.Context) *Material {
 	return m
 }
 
-// index is the material prepared for one check: Objects hashed once.
+// index is the material prepared for one check: Objects hashed once, on
+// the first look-up by digest (most checks find their octets by index).
 type index struct {
-	m        *Material
-	bySHA    map[[32]byte][]byte // unsalted objects by SHA-256(octets)
-	bySalted map[[32]byte]Object // salted objects by SHA-256(salt || octets)
+	m       *Material
+	done    bool
+	digests []objectDigest
 }
 
-func newIndex(m *Material) *index {
-	x := &index{m: m}
-	if m == nil || len(m.Objects) == 0 {
-		return x
+type objectDigest struct {
+	salted bool
+	sum    [32]byte // SHA-256(octets), or SHA-256(salt || octets) when salted
+}
+
+func newIndex(m *Material) index { return index{m: m} }
+
+func (x *index) build() {
+	x.done = true
+	if x.m == nil {
+		return
 	}
-	for _, o := range m.Objects {
+	x.digests = make([]objectDigest, 0, len(x.m.Objects))
+	for _, o := range x.m.Objects {
 		if o.Salt == nil {
-			if x.bySHA == nil {
-				x.bySHA = map[[32]byte][]byte{}
-			}
-			x.bySHA[sha256.Sum256(o.Octets)] = o.Octets
+			x.digests = append(x.digests, objectDigest{false, sha256.Sum256(o.Octets)})
 			continue
 		}
 		if len(o.Salt) < MinSaltSize {
 			continue // never matches: a short salt cannot verify anything
 		}
-		if x.bySalted == nil {
-			x.bySalted = map[[32]byte]Object{}
-		}
-		x.bySalted[[32]byte(SaltedDigest(o.Salt, o.Octets).Val)] = o
+		x.digests = append(x.digests, objectDigest{true, [32]byte(SaltedDigest(o.Salt, o.Octets).Val)})
 	}
-	return x
 }
 
 // octets returns the octets supplied for index i.
@@ -97,15 +99,18 @@ func (x *index) salt(i int) ([]byte, bool) {
 }
 
 // byDigest reports whether an Object matches a sha-256 dig of the kind.
+// Objects are few (what came with one task), so a scan beats a map.
 func (x *index) byDigest(salted bool, val []byte) bool {
-	if len(val) != sha256.Size {
+	if x.m == nil || len(x.m.Objects) == 0 || len(val) != sha256.Size {
 		return false
 	}
-	k := [32]byte(val)
-	if salted {
-		_, ok := x.bySalted[k]
-		return ok
+	if !x.done {
+		x.build()
 	}
-	_, ok := x.bySHA[k]
-	return ok
+	for _, d := range x.digests {
+		if d.salted == salted && [32]byte(val) == d.sum {
+			return true
+		}
+	}
+	return false
 }
