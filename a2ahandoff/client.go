@@ -118,7 +118,9 @@ func (r *Reply) State() a2a.TaskState {
 // message to the delegate, with cfg as the send configuration (nil: the
 // client's default, blocking). The offer's dialog is the message's
 // contextId: when one is empty it takes the other, when both are empty a
-// new context id is made for both; when they differ it is an error.
+// new context id is made for both; when they differ it is an error. As
+// with Send, an error with a non-nil Reply means the offer was issued and
+// sent but no reply arrived.
 func (c *Client) Offer(ctx context.Context, spec delegator.Offer, msg *a2a.Message, cfg *a2a.MessageSendConfig) (*Reply, error) {
 	if msg == nil {
 		return nil, errors.New("a2ahandoff: Offer needs the message that carries the work")
@@ -133,7 +135,7 @@ func (c *Client) Offer(ctx context.Context, spec delegator.Offer, msg *a2a.Messa
 	}
 	h, issued, err := c.dl.Offer(ctx, spec)
 	if err != nil {
-		return nil, err
+		return nil, err // nothing issued
 	}
 	m := cloneMessage(msg)
 	m.ContextID = spec.Dialog
@@ -142,8 +144,8 @@ func (c *Client) Offer(ctx context.Context, spec delegator.Offer, msg *a2a.Messa
 
 // Send carries h, the Handoff of a hop issued by the delegator, in msg
 // and takes in the statuses of the reply. msg.ContextID must be the
-// offer's dialog. An error means the reply did not arrive: the hop is
-// unresolved, and asking again (Ask) finds out.
+// offer's dialog. An error means the reply did not arrive: the returned
+// Reply names the hop, which is unresolved; asking again (Ask) finds out.
 func (c *Client) Send(ctx context.Context, hop string, h *handoff.Handoff, msg *a2a.Message, cfg *a2a.MessageSendConfig) (*Reply, error) {
 	m := cloneMessage(msg)
 	if m.ID == "" {
@@ -160,7 +162,9 @@ func (c *Client) Send(ctx context.Context, hop string, h *handoff.Handoff, msg *
 	c.mu.Unlock()
 	res, err := c.a2a.SendMessage(ctx, &a2a.MessageSendParams{Message: m, Config: cfg})
 	if err != nil {
-		return nil, fmt.Errorf("a2ahandoff: sending hop %s: %w", hop, err)
+		// The Reply still names the hop: it is issued and unresolved, and
+		// asking again (Ask, RunRetransmitter with Resend) finds out.
+		return &Reply{Hop: hop}, fmt.Errorf("a2ahandoff: sending hop %s: %w", hop, err)
 	}
 	return c.take(ctx, hop, res), nil
 }
