@@ -320,3 +320,45 @@ func TestForgedCancelRefused(t *testing.T) {
 		t.Fatalf("the work did not go on to completion: %+v", done.Issued)
 	}
 }
+
+// Streaming (message/stream) carries the same events: the WORKING update
+// with "accepted", then the COMPLETED update with "completed", each in
+// its TaskStatus.message metadata.
+func TestStreamingOverA2A(t *testing.T) {
+	ctx := context.Background()
+	w := newWorld(t)
+	srv := w.serve(t, plannerID, memStore(), handoff.FormCOSE, nil)
+	plain := a2aClient(t, srv.url, "token-of-"+assistantID)
+	plain.AddCallInterceptor(a2ahandoff.ExtensionHeader{})
+	now := time.Now().Unix()
+	offer, err := w.signers[assistantID].SignOffer(&handoff.Offer{Hop: handoff.NewHop(), Dialog: "ctx-stream",
+		Iss: assistantID, Aud: plannerID, Iat: now, Exp: now + 60}, handoff.FormCOSE)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := say("complete")
+	m.ContextID = "ctx-stream"
+	if err := a2ahandoff.AttachHandoff(m, &handoff.Handoff{Offer: offer}, handoff.CBOR); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for ev, err := range plain.SendStreamingMessage(ctx, &a2a.MessageSendParams{Message: m}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		up, ok := ev.(*a2a.TaskStatusUpdateEvent)
+		if !ok || up.Status.Message == nil {
+			continue
+		}
+		st, ok, err := a2ahandoff.StatusFrom(up.Status.Message.Metadata)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ok {
+			got = append(got, string(up.Status.State)+":"+string(w.verified(t, st, offer).State))
+		}
+	}
+	if want := []string{"working:accepted", "completed:completed"}; !slices.Equal(got, want) {
+		t.Fatalf("streamed %v, want %v", got, want)
+	}
+}

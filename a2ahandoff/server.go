@@ -73,7 +73,7 @@ type Executor struct {
 	cfg   ServerConfig
 
 	mu      sync.Mutex
-	running map[[2]string]context.CancelCauseFunc // (iss, hop) -> stop the agent's run
+	running map[[2]string]*stopper // (iss, hop) -> stop the agent's run
 }
 
 var _ a2asrv.AgentExecutor = (*Executor)(nil)
@@ -88,7 +88,7 @@ func NewExecutor(ctx context.Context, agent a2asrv.AgentExecutor, cfg ServerConf
 	if cfg.Delegate.Defer {
 		return nil, errors.New("a2ahandoff: delegate.Config.Defer is not supported: the A2A executor runs the agent when the offer is accepted")
 	}
-	x := &Executor{agent: agent, cfg: cfg, running: map[[2]string]context.CancelCauseFunc{}}
+	x := &Executor{agent: agent, cfg: cfg, running: map[[2]string]*stopper{}}
 	userStop := cfg.Delegate.Stop
 	cfg.Delegate.Stop = func(iss, hop string) {
 		x.stop(iss, hop)
@@ -318,12 +318,15 @@ func (x *Executor) hopOfTask(ctx context.Context, t *a2a.Task) (*Hop, error) {
 	return nil, nil
 }
 
+// stopper cancels one run of the agent's code.
+type stopper struct{ cancel context.CancelCauseFunc }
+
 func (x *Executor) stop(iss, hop string) {
 	x.mu.Lock()
-	c := x.running[[2]string{iss, hop}]
+	s := x.running[[2]string{iss, hop}]
 	x.mu.Unlock()
-	if c != nil {
-		c(errStopped)
+	if s != nil {
+		s.cancel(errStopped)
 	}
 }
 
@@ -343,13 +346,15 @@ type run struct {
 func (x *Executor) run(ctx context.Context, rc *a2asrv.RequestContext, q eventqueue.Queue, h *Hop) error {
 	runCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	k := [2]string{h.Iss, h.Hop}
+	k, me := [2]string{h.Iss, h.Hop}, &stopper{cancel: cancel}
 	x.mu.Lock()
-	x.running[k] = cancel
+	x.running[k] = me // a follow-up message's run of the same hop replaces it
 	x.mu.Unlock()
 	defer func() {
 		x.mu.Lock()
-		delete(x.running, k)
+		if x.running[k] == me {
+			delete(x.running, k)
+		}
 		x.mu.Unlock()
 	}()
 	r := &run{x: x, hop: h, rc: rc, q: q, runCtx: runCtx}
