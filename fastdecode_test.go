@@ -263,4 +263,8 @@ func FuzzDecodeFastMatchesTree(f *testing.F) {
 	})
 }
 
-func wireReader(b []byte, enc Encoding) *wire.Reader { return wire.NewReader(b, enc == CBOR, true) }
+func wireReader(b []byte, enc Encoding) *wire.Reader {
+	r := new(wire.Reader)
+	r.Reset(b, enc == CBOR, true)
+	return r
+}

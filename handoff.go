@@ -118,7 +118,8 @@ func parseHandoffTree(b []byte, enc Encoding) (*Handoff, error) {
 // with the same result (FuzzDecodeFastMatchesTree), and declines the rest:
 // ParseHandoff then decodes again to decide and name the fault.
 func readHandoff(b []byte, enc Encoding) *Handoff {
-	r := wire.NewReader(b, enc == CBOR, false)
+	var r wire.Reader
+	r.Reset(b, enc == CBOR, false)
 	h := &Handoff{}
 	var offer, chain bool
 	r.Map()
@@ -131,7 +132,7 @@ func readHandoff(b []byte, enc Encoding) *Handoff {
 		case k == "offer" && !offer:
 			offer = true
 			var bad bool
-			h.Offer, bad = readCarried(r, enc)
+			h.Offer, bad = readCarried(&r, enc)
 			if bad || h.Offer.Form == FormInvalid {
 				r.Fail()
 			}
@@ -140,7 +141,7 @@ func readHandoff(b []byte, enc Encoding) *Handoff {
 			h.Chain = []Element{}
 			r.Array()
 			for r.More() {
-				el, bad := readCarried(r, enc)
+				el, bad := readCarried(&r, enc)
 				if bad {
 					// Text that is not a signed element in this encoding is a
 					// broken chain element (D6), kept as its text.
@@ -154,7 +155,7 @@ func readHandoff(b []byte, enc Encoding) *Handoff {
 		case k == "offer" || k == "chain":
 			r.Fail()
 		default:
-			extraMember(r, &h.Extra, k)
+			extraMember(&r, &h.Extra, k)
 		}
 	}
 	if !r.End() || !offer {

@@ -526,7 +526,9 @@ func decodeStatus(v any, lim Limits) (*Status, error) {
 // decodeOfferPayload decodes an offer payload, fast when it can. A
 // payload that is not well-formed is malformed, its error after syntax.
 func decodeOfferPayload(payload []byte, enc Encoding, lim Limits, syntax string) (*Offer, error) {
-	if o := readOffer(wire.NewReader(payload, enc == CBOR, true), lim); o != nil {
+	var r wire.Reader
+	r.Reset(payload, enc == CBOR, true)
+	if o := readOffer(&r, lim); o != nil {
 		return o, nil
 	}
 	v, err := decodeTree(payload, enc)
@@ -538,7 +540,9 @@ func decodeOfferPayload(payload []byte, enc Encoding, lim Limits, syntax string)
 
 // decodeStatusPayload decodes a status payload, fast when it can.
 func decodeStatusPayload(payload []byte, enc Encoding, lim Limits, syntax string) (*Status, error) {
-	if s := readStatus(wire.NewReader(payload, enc == CBOR, true), lim); s != nil {
+	var r wire.Reader
+	r.Reset(payload, enc == CBOR, true)
+	if s := readStatus(&r, lim); s != nil {
 		return s, nil
 	}
 	v, err := decodeTree(payload, enc)

@@ -54,6 +54,7 @@ func DecodeCBOR(b []byte) (any, error) {
 type cborDecoder struct {
 	b   []byte
 	off int
+	s   string // b as a string, or ""; texts are then its substrings
 }
 
 var errTruncated = errors.New("truncated")
@@ -123,6 +124,9 @@ func (d *cborDecoder) value(depth int) (any, error) {
 		}
 		if !utf8.Valid(s) {
 			return nil, errors.New("text string is not valid UTF-8")
+		}
+		if d.s != "" {
+			return d.s[d.off-len(s) : d.off], nil
 		}
 		return string(s), nil
 	case 4:

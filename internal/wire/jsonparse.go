@@ -1,7 +1,7 @@
 package wire
 
 import (
-	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"strconv"
@@ -33,6 +33,7 @@ func parseJSON(b []byte) (any, error) {
 type jsonParser struct {
 	b []byte
 	i int
+	s string // b as a string, or ""; texts without escapes are then its substrings
 }
 
 var errJSONEnd = errors.New("unexpected end of input")
@@ -176,38 +177,78 @@ func (p *jsonParser) array(depth int) (any, error) {
 	}
 }
 
-// str reads a string. The common case, no escapes, is one vectorized
-// search for the closing quote, one for a backslash, a scan for control
-// characters and one validation of the span.
+// str reads a string. The common case, no escapes, is one scan to the
+// closing quote (plainASCII), and a validation of the span only if it is
+// not all printable ASCII.
 func (p *jsonParser) str() (string, error) {
-	p.i++ // opening quote
-	start := p.i
-	end := bytes.IndexByte(p.b[start:], '"')
-	if end < 0 {
-		end = len(p.b) - start
+	span, start, err := p.unescaped()
+	if err != nil {
+		return "", err
 	}
-	span := p.b[start : start+end]
-	if bs := bytes.IndexByte(span, '\\'); bs >= 0 {
-		span = span[:bs]
-	}
-	for i, c := range span {
-		if c < 0x20 {
-			p.i = start + i
-			return "", p.errorf("control character %#x in a string", c)
-		}
-	}
-	p.i = start + len(span)
-	if p.i >= len(p.b) {
-		return "", errJSONEnd
-	}
-	if p.b[p.i] == '\\' {
+	if span == nil {
 		return p.escaped(start)
 	}
-	if !utf8.Valid(span) {
-		return "", p.errorf("invalid UTF-8 in a string")
+	if p.s != "" {
+		return p.s[start : start+len(span)], nil
+	}
+	return string(span), nil
+}
+
+// unescaped reads a string that has no escape, and returns its octets
+// (aliasing the input) and where they start. At a backslash it stops and
+// returns a nil span, with p.i at the backslash, for escaped to finish.
+func (p *jsonParser) unescaped() (span []byte, start int, err error) {
+	p.i++ // opening quote
+	start = p.i
+	i := start + plainASCII(p.b[start:])
+	ascii := true
+	for ; i < len(p.b); i++ {
+		c := p.b[i]
+		if c == '"' || c == '\\' {
+			break
+		}
+		if c < 0x20 {
+			p.i = i
+			return nil, start, p.errorf("control character %#x in a string", c)
+		}
+		if c >= 0x80 {
+			ascii = false
+		}
+	}
+	p.i = i
+	if i >= len(p.b) {
+		return nil, start, errJSONEnd
+	}
+	if p.b[i] == '\\' {
+		return nil, start, nil
+	}
+	span = p.b[start:i:i]
+	if !ascii && !utf8.Valid(span) {
+		return nil, start, p.errorf("invalid UTF-8 in a string")
 	}
 	p.i++ // closing quote
-	return string(span), nil
+	return span, start, nil
+}
+
+// plainASCII returns the length of the prefix of b, in whole 8-octet
+// words, that holds only printable ASCII other than '"' and '\\': octets a
+// string copies as they are. It tests eight octets at once; the caller
+// looks at the rest one by one.
+func plainASCII(b []byte) int {
+	const lo, hi = 0x0101010101010101, 0x8080808080808080
+	n := 0
+	for ; len(b)-n >= 8; n += 8 {
+		x := binary.LittleEndian.Uint64(b[n:])
+		q := x ^ ('"' * lo)
+		s := x ^ ('\\' * lo)
+		// A set high bit marks an octet below 0x20, equal to '"' or '\\'
+		// (x - lo*c has it for octets below c, given no high bit in x), or
+		// of 0x80 and above. False marks only follow a true one.
+		if ((x-0x20*lo)|(q-lo)|(s-lo)|x)&hi != 0 {
+			break
+		}
+	}
+	return n
 }
 
 // name reads an object member name; the data model's names are interned

@@ -2,6 +2,8 @@ package wire
 
 import (
 	"bytes"
+	"encoding/binary"
+	"math/bits"
 	"unicode/utf8"
 )
 
@@ -41,22 +43,22 @@ type Reader struct {
 // (the data model nests four deep); Any has no such bound.
 const maxOpen = 8
 
-// NewReader returns a Reader over b, which must not change while the
-// Reader and what it returned are in use. With asString the input is
-// copied once into a string and every text Text returns is a substring of
-// it (one allocation for all texts, which then keep the whole input
-// alive); without, each text is its own copy.
-func NewReader(b []byte, cbor, asString bool) *Reader {
-	r := &Reader{cbor: cbor}
-	if cbor {
-		r.c.b = b
-	} else {
-		r.j.b = b
-	}
+// Reset makes r a Reader over b, which must not change while the Reader
+// and what it returned are in use. With asString the input is copied once
+// into a string and every text the Reader returns (Text, and the texts in
+// what Any returns) is a substring of it: one allocation for all texts,
+// which then keep the whole input alive. Without, each text is its own
+// copy.
+func (r *Reader) Reset(b []byte, cbor, asString bool) {
+	*r = Reader{cbor: cbor}
 	if asString {
 		r.s = string(b)
 	}
-	return r
+	if cbor {
+		r.c.b, r.c.s = b, r.s
+	} else {
+		r.j.b, r.j.s = b, r.s
+	}
 }
 
 // Failed reports whether the input was not what the caller expected.
@@ -293,26 +295,15 @@ func (r *Reader) text() ([]byte, int) {
 		r.fail = true
 		return nil, -1
 	}
-	start := p.i + 1
-	end := bytes.IndexByte(p.b[start:], '"')
-	if end >= 0 {
-		span := p.b[start : start+end]
-		if bytes.IndexByte(span, '\\') < 0 {
-			for _, c := range span {
-				if c < 0x20 {
-					r.fail = true
-					return nil, -1
-				}
-			}
-			if !utf8.Valid(span) {
-				r.fail = true
-				return nil, -1
-			}
-			p.i = start + end + 1
-			return span, start
-		}
+	span, start, err := p.unescaped()
+	if err != nil {
+		r.fail = true
+		return nil, -1
 	}
-	s, err := p.str() // escapes (or no end: str fails)
+	if span != nil {
+		return span, start
+	}
+	s, err := p.escaped(start)
 	if err != nil {
 		r.fail = true
 		return nil, -1
@@ -347,6 +338,42 @@ var compact = func() (t [256]bool) {
 	}
 	return t
 }()
+
+// compactText reports whether b holds only base64url characters and
+// periods, and counts the periods. It tests eight octets at once; the
+// rest one by one.
+func compactText(b []byte) (dots int, ok bool) {
+	const lo, hi = 0x0101010101010101, 0x8080808080808080
+	// ge(c) has the high bit of each octet set where the octet is c or
+	// above (octets below 0x80; c below 0x80): no borrow crosses octets.
+	n := 0
+	for ; len(b)-n >= 8; n += 8 {
+		x := binary.LittleEndian.Uint64(b[n:])
+		if x&hi != 0 {
+			return 0, false
+		}
+		y := x | hi
+		slash := y - '/'*lo       // the high bit of (y - c*lo): octet >= c
+		in := (y-'-'*lo)&^slash | // '-' and '.'
+			(y-'0'*lo)&^(y-':'*lo) |
+			(y-'A'*lo)&^(y-'['*lo) |
+			(y-'_'*lo)&^(y-'`'*lo) |
+			(y-'a'*lo)&^(y-'{'*lo)
+		if in&hi != hi {
+			return 0, false
+		}
+		dots += bits.OnesCount64((y - '.'*lo) &^ slash & hi)
+	}
+	for _, c := range b[n:] {
+		if !compact[c] {
+			return 0, false
+		}
+		if c == '.' {
+			dots++
+		}
+	}
+	return dots, true
+}
 
 // CompactText reads a text value made only of base64url characters and
 // periods (a JWS, or base64url) in one pass, and returns its octets, which
@@ -387,13 +414,9 @@ func (r *Reader) CompactText() (b []byte, dots int, ok bool) {
 		}
 		span, next = p.b[start:start+end], start+end+1
 	}
-	for _, c := range span {
-		if !compact[c] {
-			return nil, 0, false
-		}
-		if c == '.' {
-			dots++
-		}
+	dots, ok = compactText(span)
+	if !ok {
+		return nil, 0, false
 	}
 	if r.cbor {
 		r.c.off = next
