@@ -636,12 +636,15 @@ func TestRejectionsOverA2A(t *testing.T) {
 						}
 						var s *handoff.Status
 						if tc.reason == handoff.ReasonWrongAudience {
-							// Package delegate signs this one with status.iss =
-							// offer.aud (another agent) and its own key, so it
-							// cannot pass D9 at the delegator; read it unverified.
+							// The receiver is not offer.aud, so its status
+							// names itself as iss and cannot pass D9 at the
+							// delegator; read it unverified.
 							_, s, _ = handoff.UnsafeDecode(sts[0])
 							if s == nil {
 								t.Fatal("the rejection is not a status")
+							}
+							if s.Iss == coderID {
+								t.Fatalf("the wrong-audience status claims to come from %s", s.Iss)
 							}
 						} else {
 							s = w.verified(t, sts[0], offer)

@@ -290,7 +290,11 @@ func (d *Delegate) skew() time.Duration {
 // sign makes a status for offer o (whose handoff digest is dg), from this
 // delegate to the delegator.
 func (d *Delegate) sign(o *handoff.Offer, dg handoff.Digest, state handoff.State, reason handoff.Reason, detail string, refs []handoff.ContextRef) (*handoff.Element, error) {
-	st := &handoff.Status{Offer: dg, Iss: o.Aud, Aud: o.Iss, Iat: d.now().Unix(), State: state,
+	// iss is this delegate. It equals offer.aud for every offer that passed
+	// step 2; for a wrong-audience rejection it is the one honest signer:
+	// naming offer.aud there would claim to speak for another agent (such
+	// a status cannot pass D9 either way, but it is not a forgery).
+	st := &handoff.Status{Offer: dg, Iss: d.cfg.Options.Me, Aud: o.Iss, Iat: d.now().Unix(), State: state,
 		Reason: reason, Detail: detail, Refs: refs}
 	s, err := d.cfg.Signer.SignStatus(st, d.cfg.StatusForm)
 	if err != nil {

@@ -182,6 +182,32 @@ func TestRejections(t *testing.T) {
 	}
 }
 
+// Step 2: an offer for another agent is rejected wrong-audience, and the
+// status names this delegate as its iss (the key that signed it), never the
+// offer's aud: a status claiming to speak for another agent would be a
+// forgery. It cannot pass D9 (status.iss is not offer.aud), so a delegator
+// learns nothing it could mistake for the real delegate's answer.
+func TestWrongAudienceStatusNamesItsSigner(t *testing.T) {
+	w := newWorld(t)
+	d := w.delegate(w.freshStore(), func(c *delegate.Config) { c.Options.Me = "tester" })
+	b, o := w.offer("")
+	a, err := d.Receive(context.Background(), b, "ctx", true)
+	if err != nil || a.Outcome != handoff.Rejected || a.Result.Reason != handoff.ReasonWrongAudience {
+		t.Fatalf("%+v %v", a, err)
+	}
+	_, st, err := handoff.UnsafeDecode(*a.Status)
+	if err != nil || st.State != handoff.StateRejected || st.Reason != handoff.ReasonWrongAudience {
+		t.Fatalf("status %+v %v", st, err)
+	}
+	if st.Iss != "tester" || st.Aud != o.Iss {
+		t.Fatalf("status iss %q aud %q, want iss tester (its signer) and aud %q", st.Iss, st.Aud, o.Iss)
+	}
+	h, _ := handoff.ParseHandoff(b, handoff.Limits{})
+	if _, err := handoff.VerifyStatus(*a.Status, h.Offer, handoff.StatusOptions{Keys: w.keys, Now: w.clock}); err == nil {
+		t.Fatal("a status from an agent that is not offer.aud passed D9")
+	}
+}
+
 // "Forks, Concurrency, and Equivocation", each case the draft names: the
 // second offer never gets a status; every case is flagged.
 func TestEquivocation(t *testing.T) {
