@@ -183,10 +183,10 @@ func cmdVerify(e env, args []string) error {
 			line.Add("offer", nil)
 		}
 		line.Add("chain", string(res.ChainQuality))
-		// An offer that reached step 7 reports one outcome per ref. An
-		// offer without refs prints no "refs" member, so its line is
-		// what it was before references were checked.
-		if len(res.Refs) > 0 {
+		// Every offer that reached step 7 reports one outcome per ref
+		// (issue 5, literally: "refs": [] for an offer without refs); an
+		// offer stopped earlier has no "refs" member.
+		if res.Refs != nil {
 			outs := make([]any, len(res.Refs))
 			for j, o := range res.Refs {
 				outs[j] = string(o)
