@@ -294,3 +294,24 @@ func BenchmarkVerifyChain16(b *testing.B) {
 	}
 	runReceive(b, benchReceiverFor(b, cfg), msg, handoff.ChainFull, total)
 }
+
+// BenchmarkSignStatusJWS is Signer.SignStatus of a JWS status: what a
+// delegate pays per status it sends (encode, check, sign).
+func BenchmarkSignStatusJWS(b *testing.B) {
+	agents, _ := benchAgents(b, 1)
+	a := agents[0]
+	st := &handoff.Status{
+		Offer: handoff.DigestOf([]byte("offer")),
+		Iss:   a.id,
+		Aud:   benchReceiver,
+		Iat:   benchNow.Unix(),
+		State: handoff.StateCompleted,
+		Refs:  []handoff.ContextRef{{Kind: handoff.KindDigest, Dig: handoff.DigestOf([]byte("result"))}},
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := a.signer.SignStatus(st, handoff.FormJWS); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

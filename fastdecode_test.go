@@ -268,3 +268,114 @@ func wireReader(b []byte, enc Encoding) *wire.Reader {
 	r.Reset(b, enc == CBOR, true)
 	return r
 }
+
+// encodeDecides reports what Encode decided before check existed: encode
+// the tree, then decode it. ok is false when the tree could not be
+// encoded at all (JSON refuses invalid UTF-8), which check need not
+// predict.
+func encodeDecides(tree func() (*wire.Map, error), decode func([]byte) error, enc Encoding) (fits, ok bool) {
+	t, err := tree()
+	if err != nil {
+		return false, false
+	}
+	b, err := encodeTree(t, enc)
+	if err != nil {
+		return false, false
+	}
+	return decode(b) == nil, true
+}
+
+// checkEncodeCheck compares check with decoding what was encoded, for an
+// offer and a status built from the same fields.
+func checkEncodeCheck(t *testing.T, o *Offer, s *Status) {
+	t.Helper()
+	for _, enc := range []Encoding{JSON, CBOR} {
+		if fits, ok := encodeDecides(o.tree, func(b []byte) error { _, err := DecodeOffer(b, enc); return err }, enc); ok {
+			err := o.check()
+			if err != errCheckByDecoding && (err == nil) != fits {
+				t.Fatalf("%v: offer check says %v, decoding says fits=%v: %#v", enc, err, fits, o)
+			}
+		}
+		if fits, ok := encodeDecides(s.tree, func(b []byte) error { _, err := DecodeStatus(b, enc); return err }, enc); ok {
+			err := s.check()
+			if err != errCheckByDecoding && (err == nil) != fits {
+				t.Fatalf("%v: status check says %v, decoding says fits=%v: %#v", enc, err, fits, s)
+			}
+		}
+	}
+}
+
+// fieldsOffer builds an offer and a status from fuzzed fields.
+func fieldsOffer(hop, text, alg string, val []byte, kind string, nrefs, flags uint8, state string, detail int) (*Offer, *Status) {
+	d := Digest{Alg: alg, Val: val}
+	o := &Offer{Hop: hop, Dialog: text, Task: text, Iss: text, Aud: "a", Iat: -1, Exp: 1}
+	s := &Status{Offer: d, Iss: "a", Aud: text, State: State(state), Reason: Reason(text), Detail: string(bytes.Repeat([]byte{'d'}, detail))}
+	if flags&1 != 0 {
+		o.Obo = &Principal{Sub: text, Iss: text}
+	}
+	if flags&2 != 0 {
+		o.Grant = &d
+	}
+	if flags&4 != 0 {
+		o.Prev = &Digest{Alg: AlgSHA256, Val: make([]byte, 32)}
+	}
+	for i := 0; i < int(nrefs); i++ {
+		r := ContextRef{Kind: kind, Dig: d, Loc: text}
+		o.Refs = append(o.Refs, r)
+		s.Refs = append(s.Refs, r)
+	}
+	return o, s
+}
+
+func TestEncodeCheckMatchesDecoding(t *testing.T) {
+	hop := NewHop()
+	sha := make([]byte, 32)
+	for _, tc := range []struct {
+		name                 string
+		hop, text, alg, kind string
+		val                  []byte
+		nrefs, flags         uint8
+		state                string
+		detail               int
+		offerOK, statusOK    bool
+	}{
+		{"all fine", hop, "t", AlgSHA256, KindDigest, sha, 2, 7, "completed", 10, true, true},
+		{"hop of 15 octets", "AAAAAAAAAAAAAAAAAAAA", "t", AlgSHA256, KindDigest, sha, 0, 0, "accepted", 0, false, true},
+		{"hop not base64url", hop + "=", "t", AlgSHA256, KindDigest, sha, 0, 0, "accepted", 0, false, true},
+		{"hop with non-canonical bits", "AAAAAAAAAAAAAAAAAAAAAB", "t", AlgSHA256, KindDigest, sha, 0, 0, "accepted", 0, false, true},
+		{"invalid UTF-8", hop, "\xff", AlgSHA256, KindDigest, sha, 1, 1, "accepted", 0, false, false},
+		{"empty val", hop, "t", "x", KindDigest, nil, 0, 2, "accepted", 0, false, false},
+		{"sha-256 of 31 octets", hop, "t", AlgSHA256, KindDigest, sha[:31], 0, 2, "accepted", 0, false, false},
+		{"other alg, 3 octets", hop, "t", "sha-512", KindDigest, sha[:3], 1, 2, "accepted", 0, true, true},
+		{"kind not a URI", hop, "t", AlgSHA256, "not a uri", sha, 1, 0, "accepted", 0, false, false},
+		{"kind a URI", hop, "t", AlgSHA256, "urn:x:y", sha, 1, 0, "accepted", 0, true, true},
+		{"65 refs", hop, "t", AlgSHA256, KindDigest, sha, 65, 0, "accepted", 0, false, false},
+		{"64 refs", hop, "t", AlgSHA256, KindDigest, sha, 64, 0, "accepted", 0, true, true},
+		{"no state", hop, "t", AlgSHA256, KindDigest, sha, 0, 0, "", 0, true, false},
+		{"unknown state", hop, "t", AlgSHA256, KindDigest, sha, 0, 0, "done", 0, true, false},
+		{"detail at the bound", hop, "t", AlgSHA256, KindDigest, sha, 0, 0, "failed", 4096, true, true},
+		{"detail over the bound", hop, "t", AlgSHA256, KindDigest, sha, 0, 0, "failed", 4097, true, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o, s := fieldsOffer(tc.hop, tc.text, tc.alg, tc.val, tc.kind, tc.nrefs, tc.flags, tc.state, tc.detail)
+			if err := o.check(); (err == nil) != tc.offerOK {
+				t.Errorf("offer check: %v, want ok=%v", err, tc.offerOK)
+			}
+			if err := s.check(); (err == nil) != tc.statusOK {
+				t.Errorf("status check: %v, want ok=%v", err, tc.statusOK)
+			}
+			checkEncodeCheck(t, o, s)
+		})
+	}
+}
+
+// FuzzEncodeCheckMatchesDecoding: Offer.check and Status.check decide as
+// decoding the encoded payload does.
+func FuzzEncodeCheckMatchesDecoding(f *testing.F) {
+	f.Add(NewHop(), "t", AlgSHA256, make([]byte, 32), KindDigest, uint8(1), uint8(7), "completed", uint16(3))
+	f.Add("AAAA", "\xff", "", []byte{}, "", uint8(0), uint8(0), "", uint16(5000))
+	f.Fuzz(func(t *testing.T, hop, text, alg string, val []byte, kind string, nrefs, flags uint8, state string, detail uint16) {
+		o, s := fieldsOffer(hop, text, alg, val, kind, nrefs%70, flags, state, int(detail%5000))
+		checkEncodeCheck(t, o, s)
+	})
+}

@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"math"
 	"slices"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/quantumlearningmachines/handoff/internal/wire"
 )
@@ -1047,7 +1049,10 @@ func (o *Offer) Encode(enc Encoding) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	if _, err := DecodeOffer(b, enc); err != nil {
+	if err := o.check(); err == errCheckByDecoding {
+		_, err = DecodeOffer(b, enc)
+	}
+	if err != nil {
 		return nil, fmt.Errorf("handoff: offer does not fit the data model: %w", err)
 	}
 	return b, nil
@@ -1063,10 +1068,127 @@ func (s *Status) Encode(enc Encoding) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	if _, err := DecodeStatus(b, enc); err != nil {
+	if err := s.check(); err == errCheckByDecoding {
+		_, err = DecodeStatus(b, enc)
+	}
+	if err != nil {
 		return nil, fmt.Errorf("handoff: status does not fit the data model: %w", err)
 	}
 	return b, nil
+}
+
+// ---- the rules decoding enforces, checked on the fields ----
+//
+// check reports, without encoding and decoding again, whether the payload
+// Encode writes for the offer decodes: the rules of decodeOffer applied to
+// the fields as tree writes them (an optional text that is empty is not
+// written). Unknown members (Extra, and a ref's proof) are arbitrary
+// values whose encoding may break the data model in many ways (a key that
+// names an absent defined member, invalid UTF-8 inside, nesting), so when
+// there are any, check returns errCheckByDecoding and Encode decodes what
+// it wrote instead. TestEncodeCheckMatchesDecoding and
+// FuzzEncodeCheckMatchesDecoding hold the two to the same decisions.
+
+var errCheckByDecoding = errors.New("check by decoding")
+
+func checkText(member, s string) error {
+	if !utf8.ValidString(s) {
+		return malformed(member, "is not valid UTF-8")
+	}
+	return nil
+}
+
+func checkDigest(member string, d *Digest) error {
+	if err := checkText(member+".alg", d.Alg); err != nil {
+		return err
+	}
+	if len(d.Val) == 0 {
+		return malformed(member+".val", "empty base64url")
+	}
+	if d.Alg == AlgSHA256 && len(d.Val) != sha256.Size {
+		return malformed(member+".val", "is %d octets, sha-256 is 32", len(d.Val))
+	}
+	return nil
+}
+
+func checkRefs(refs []ContextRef) error {
+	if len(refs) > DefaultLimits.MaxRefs {
+		return overBound("refs", "%d refs exceed the limit of %d", len(refs), DefaultLimits.MaxRefs)
+	}
+	for i := range refs {
+		r := &refs[i]
+		if len(r.Extra) > 0 || r.Proof != nil {
+			return errCheckByDecoding
+		}
+		m := fmt.Sprintf("refs[%d]", i)
+		if !knownKind(r.Kind) && !IsAbsoluteURI(r.Kind) {
+			return malformed(m+".kind", "%q is neither a listed kind nor an absolute URI", r.Kind)
+		}
+		if err := checkDigest(m+".dig", &r.Dig); err != nil {
+			return err
+		}
+		if err := checkText(m+".loc", r.Loc); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (o *Offer) check() error {
+	if len(o.Extra) > 0 || o.Obo != nil && len(o.Obo.Extra) > 0 {
+		return errCheckByDecoding
+	}
+	if !hopOK(o.Hop) {
+		if _, err := decodeB64u(o.Hop); err != nil {
+			return malformed("hop", "%v", err)
+		}
+		return malformed("hop", "is fewer than 16 octets")
+	}
+	for _, t := range [...]struct{ m, s string }{{"dialog", o.Dialog}, {"task", o.Task}, {"iss", o.Iss}, {"aud", o.Aud}} {
+		if err := checkText(t.m, t.s); err != nil {
+			return err
+		}
+	}
+	if o.Obo != nil {
+		if err := checkText("obo.sub", o.Obo.Sub); err != nil {
+			return err
+		}
+		if err := checkText("obo.iss", o.Obo.Iss); err != nil {
+			return err
+		}
+	}
+	if o.Grant != nil {
+		if err := checkDigest("grant", o.Grant); err != nil {
+			return err
+		}
+	}
+	if o.Prev != nil {
+		if err := checkDigest("prev", o.Prev); err != nil {
+			return err
+		}
+	}
+	return checkRefs(o.Refs)
+}
+
+func (s *Status) check() error {
+	if len(s.Extra) > 0 {
+		return errCheckByDecoding
+	}
+	if err := checkDigest("offer", &s.Offer); err != nil {
+		return err
+	}
+	for _, t := range [...]struct{ m, s string }{{"iss", s.Iss}, {"aud", s.Aud}, {"reason", string(s.Reason)}, {"detail", s.Detail}} {
+		if err := checkText(t.m, t.s); err != nil {
+			return err
+		}
+	}
+	if !validState(s.State) {
+		return malformed("state", "%q is not a state", s.State)
+	}
+	if len(s.Detail) > DefaultLimits.MaxDetail {
+		return overBound("detail", "%d octets exceed the limit of %d", len(s.Detail), DefaultLimits.MaxDetail)
+	}
+	return checkRefs(s.Refs)
 }
 
 // DecodeOffer strictly decodes an offer payload (not a signed offer: see
