@@ -28,6 +28,7 @@ import (
 const (
 	planner = "https://planner.example"
 	tester  = "https://tester.example"
+	coder   = "https://coder.example"
 	other   = "https://other.example"
 )
 
@@ -40,6 +41,7 @@ type env struct {
 	keys    *trust.Config
 	signers map[string]*handoff.Signer
 	dstore  *sqlite.Store
+	dbPath  string
 	d       *delegate.Delegate
 	srv     *mcphandoff.Server
 	url     string
@@ -47,10 +49,11 @@ type env struct {
 	hc      *mcphandoff.Client
 	cs      *mcp.ClientSession
 
-	runs    atomic.Int32  // times the tool ran
-	entered chan string   // hop of each run, when the tool starts
-	release chan struct{} // closed to let a blocked run complete
-	stopped chan string   // hop of each run stopped by its context
+	runs    atomic.Int32                    // times the tool ran
+	entered chan string                     // hop of each run, when the tool starts
+	release chan struct{}                   // closed to let a blocked run complete
+	stopped chan string                     // hop of each run stopped by its context
+	quality map[string]handoff.ChainQuality // by hop, as the tool saw it
 	reports []error
 	mu      sync.Mutex
 }
@@ -64,8 +67,8 @@ func newEnv(t *testing.T, form handoff.Form, enc handoff.Encoding) *env {
 	t.Helper()
 	ctx := context.Background()
 	e := &env{t: t, form: form, keys: trust.New(), signers: map[string]*handoff.Signer{},
-		entered: make(chan string, 64), release: make(chan struct{}), stopped: make(chan string, 16)}
-	for _, id := range []string{planner, tester, other} {
+		entered: make(chan string, 64), release: make(chan struct{}), stopped: make(chan string, 16), quality: map[string]handoff.ChainQuality{}}
+	for _, id := range []string{planner, coder, tester, other} {
 		k, err := trust.GenerateKey()
 		if err != nil {
 			t.Fatal(err)
@@ -73,7 +76,8 @@ func newEnv(t *testing.T, form handoff.Form, enc handoff.Encoding) *env {
 		e.addKey(id, k)
 	}
 	var err error
-	if e.dstore, err = sqlite.Open(ctx, filepath.Join(t.TempDir(), "tester.db")); err != nil {
+	e.dbPath = filepath.Join(t.TempDir(), "tester.db")
+	if e.dstore, err = sqlite.Open(ctx, e.dbPath); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { e.dstore.Close() })
@@ -90,7 +94,7 @@ func newEnv(t *testing.T, form handoff.Form, enc handoff.Encoding) *env {
 	ms := mcp.NewServer(&mcp.Implementation{Name: "tester", Version: "1"}, nil)
 	mcp.AddTool(ms, &mcp.Tool{Name: "run-tests"}, e.tool)
 	e.srv.Attach(ms)
-	tokens := map[string]string{"planner-token": planner, "stranger-token": "https://stranger.example"}
+	tokens := map[string]string{"planner-token": planner, "coder-token": coder, "stranger-token": "https://stranger.example"}
 	verify := func(_ context.Context, tok string, _ *http.Request) (*auth.TokenInfo, error) {
 		u, ok := tokens[tok]
 		if !ok {
@@ -173,6 +177,9 @@ func (e *env) tool(ctx context.Context, _ *mcp.CallToolRequest, a args) (*mcp.Ca
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "plain"}}}, nil, nil
 	}
 	e.entered <- hop.ID
+	e.mu.Lock()
+	e.quality[hop.ID] = hop.ChainQuality
+	e.mu.Unlock()
 	switch a.Mode {
 	case "fail":
 		if err := hop.Declare(delegate.Outcome{State: store.Failed, Detail: "3 tests failed", NoEffect: true}); err != nil {
@@ -305,6 +312,36 @@ func TestStatuses(t *testing.T) {
 					t.Fatalf("the retransmission lost the result: %q", textOf(again.Result))
 				}
 				<-e.entered
+			})
+
+			t.Run("passed on: the chain arrives with its octets, checked full", func(t *testing.T) {
+				// draft "Checking a Chain": the planner's offer to the coder
+				// travels as the chain of the coder's offer to the tester.
+				h1, _, err := e.dl.Offer(ctx, delegator.Offer{Aud: coder, Dialog: "a2a-context-1", Work: "build #42"})
+				if err != nil {
+					t.Fatal(err)
+				}
+				cd, err := delegator.New(delegator.Config{Me: coder, Signer: e.signers[coder], Keys: e.keys,
+					Store: store.NewMemory(time.Now()), Form: m.form, Now: ahead})
+				if err != nil {
+					t.Fatal(err)
+				}
+				hc, cs := e.connect(cd, m.enc, "coder-token")
+				h2, hop2, err := cd.Offer(ctx, delegator.Offer{Aud: tester, Dialog: cs.ID(), Work: "test #42", From: h1})
+				if err != nil {
+					t.Fatal(err)
+				}
+				r, err := hc.Call(ctx, cs, call("ok"), h2)
+				if err != nil {
+					t.Fatal(err)
+				}
+				<-e.entered
+				e.mu.Lock()
+				q := e.quality[hop2.Hop]
+				e.mu.Unlock()
+				if q != handoff.ChainFull || r.State != handoff.StateCompleted {
+					t.Fatalf("chain %s, state %s", q, r.State)
+				}
 			})
 
 			t.Run("failed, declared by the tool with no effect", func(t *testing.T) {
@@ -686,5 +723,63 @@ func TestConfigErrors(t *testing.T) {
 	el, _ := e.signers[planner].SignOffer(o, handoff.FormJWS)
 	if _, err := e.hc.Call(context.Background(), e.cs, call("ok"), &handoff.Handoff{Offer: el}); err == nil {
 		t.Fatal("the client sent a second offer for one hop")
+	}
+}
+
+// TestRestartAnswersFromRecord: a delegate that restarts (a new process on
+// the same SQLite file) answers a retransmission from its record with the
+// identical status octets and does not run the tool (draft "Freshness and
+// Replay": the last status is kept in storage that survives a restart).
+// The delegator, restarted too, resends with Call and the same Handoff.
+func TestRestartAnswersFromRecord(t *testing.T) {
+	e := newEnv(t, handoff.FormCOSE, handoff.CBOR)
+	ctx := context.Background()
+	h, _ := e.offer(e.dl, tester, "durable")
+	first, err := e.hc.Call(ctx, e.cs, call("ok"), h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.srv.Wait()
+
+	s2, err := sqlite.Open(ctx, e.dbPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s2.Close() })
+	d2, err := delegate.New(ctx, delegate.Config{Options: handoff.Options{Me: tester, Keys: e.keys},
+		Store: s2, Signer: e.signers[tester], StatusForm: handoff.FormCOSE})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv2, err := mcphandoff.NewServer(mcphandoff.ServerConfig{Delegate: d2, Authenticated: mcphandoff.TokenUser})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var runs atomic.Int32
+	ms := mcp.NewServer(&mcp.Implementation{Name: "tester", Version: "2"}, nil)
+	mcp.AddTool(ms, &mcp.Tool{Name: "run-tests"}, func(context.Context, *mcp.CallToolRequest, args) (*mcp.CallToolResult, any, error) {
+		runs.Add(1)
+		return &mcp.CallToolResult{}, nil, nil
+	})
+	srv2.Attach(ms)
+	verify := func(_ context.Context, tok string, _ *http.Request) (*auth.TokenInfo, error) {
+		if tok != "planner-token" {
+			return nil, auth.ErrInvalidToken
+		}
+		return &auth.TokenInfo{UserID: planner, Expiration: time.Now().Add(time.Hour)}, nil
+	}
+	hs := httptest.NewServer(auth.RequireBearerToken(verify, nil)(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return ms }, nil)))
+	t.Cleanup(hs.Close) // after the session's own cleanup (LIFO)
+	e.url = hs.URL
+	hc, cs := e.connect(e.dl, handoff.CBOR, "planner-token")
+	again, err := hc.Call(ctx, cs, call("ok"), h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again.Status == nil || !bytes.Equal(again.Status.Octets, first.Status.Octets) {
+		t.Fatal("after the restart the status is not the identical octets")
+	}
+	if runs.Load() != 0 {
+		t.Fatal("the restarted delegate ran the tool for a retransmission")
 	}
 }
