@@ -783,3 +783,50 @@ func TestRestartAnswersFromRecord(t *testing.T) {
 		t.Fatal("the restarted delegate ran the tool for a retransmission")
 	}
 }
+
+// TestForgedCancelIgnored: a "canceled" that does not verify (signed by
+// another agent's key in the delegator's name) neither stops the work nor
+// marks the hop (D9); the error goes to Report.
+func TestForgedCancelIgnored(t *testing.T) {
+	e := newEnv(t, handoff.FormJWS, handoff.JSON)
+	ctx := context.Background()
+	h, hop := e.offer(e.dl, tester, "forged-cancel")
+	release := e.gate()
+	first := make(chan *mcphandoff.Reply, 1)
+	go func() {
+		r, err := e.hc.Call(ctx, e.cs, call("block"), h)
+		if err != nil {
+			t.Error(err)
+		}
+		first <- r
+	}()
+	wait(t, e.entered, "the tool to start")
+	forged, err := e.signers[other].SignStatus(&handoff.Status{Offer: h.Offer.Digest(), Iss: planner, Aud: tester,
+		Iat: time.Now().Unix(), State: handoff.StateCanceled}, handoff.FormJWS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The notification as the SDK hands it to the receiving middleware.
+	mw := e.srv.Middleware()(func(context.Context, string, mcp.Request) (mcp.Result, error) { return nil, nil })
+	if _, err := mw(ctx, "notifications/cancelled", &mcp.ServerRequest[*mcp.CancelledParams]{
+		Params: &mcp.CancelledParams{Meta: mcp.Meta{mcphandoff.Key: mcphandoff.StatusValue(forged)}, RequestID: 99}}); err != nil {
+		t.Fatal(err)
+	}
+	e.mu.Lock()
+	reported := len(e.reports)
+	e.mu.Unlock()
+	if reported != 1 {
+		t.Fatalf("%d errors reported, want the forged cancel's", reported)
+	}
+	rec, err := e.dstore.Get(ctx, planner, hop.Hop)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec.Canceled {
+		t.Fatal("a forged cancel marked the hop canceled")
+	}
+	close(release)
+	if r := wait(t, first, "the call"); r == nil || r.State != handoff.StateCompleted {
+		t.Fatalf("the work did not complete: %+v", r)
+	}
+}

@@ -25,7 +25,10 @@ type ServerConfig struct {
 	// Delegate runs the receiving checks and keeps the hop records
 	// (package delegate, with its store). Required. Its Config.Stop is
 	// not needed for the work this middleware runs: the middleware stops
-	// that work itself on a verified cancel or an equivocation.
+	// that work itself on a verified cancel or an equivocation. With
+	// its Config.Defer the middleware never runs the tool (the hop is
+	// only recorded "received"): the application decides with
+	// Accept/Reject and does the work itself.
 	Delegate *delegate.Delegate
 	// Authenticated reports whether the host authenticated the sender of
 	// this call as iss, the offer's iss (read before verification; the
@@ -49,8 +52,9 @@ type ServerConfig struct {
 	// status (default 1024; negative: none). The status always comes from
 	// the hop store; the result only while it is kept here.
 	Results int
-	// Report receives errors of work that finished after its call had
-	// returned (recording the outcome failed, say). Nil drops them.
+	// Report receives errors that no reply can carry: recording a
+	// finished work's outcome failed, a notifications/cancelled whose
+	// signed status did not verify or named no known hop. Nil drops them.
 	Report func(error)
 }
 
