@@ -335,6 +335,14 @@ func (c *Client) Cancel(ctx context.Context, cs *mcp.ClientSession, hop string) 
 	if err != nil {
 		return handoff.Element{}, err
 	}
+	return st, c.SendCancel(ctx, cs, hop, st)
+}
+
+// SendCancel sends a "canceled" already signed and recorded for a hop this
+// client sent (a delegator.Downstream from delegator.CancelDown, when a
+// cancel received for this agent's own offer follows the chain down), as
+// Cancel does after signing.
+func (c *Client) SendCancel(ctx context.Context, cs *mcp.ClientSession, hop string, st handoff.Element) error {
 	c.mu.Lock()
 	s, ok := c.hops[hop]
 	var id json.RawMessage
@@ -349,23 +357,23 @@ func (c *Client) Cancel(ctx context.Context, cs *mcp.ClientSession, hop string) 
 	next := c.next
 	c.mu.Unlock()
 	if !ok || id == nil {
-		return st, fmt.Errorf("%w: no tools/call for hop %s went over session %q; the cancel is recorded, not sent", ErrNotSent, hop, cs.ID())
+		return fmt.Errorf("%w: no tools/call for hop %s went over session %q; the cancel is recorded, not sent", ErrNotSent, hop, cs.ID())
 	}
 	if next == nil {
-		return st, errors.New("mcphandoff: Client.Attach was not called; the cancel is recorded, not sent")
+		return errors.New("mcphandoff: Client.Attach was not called; the cancel is recorded, not sent")
 	}
 	// The call first: canceled, it returns at once and ignores a late
 	// reply (MCP). Then the signed cancel, which is what stops the work.
 	for _, f := range inflight {
 		f()
 	}
-	_, err = next(ctx, methodCancelled, &mcp.ClientRequest[*mcp.CancelledParams]{Session: cs, Params: &mcp.CancelledParams{
+	_, err := next(ctx, methodCancelled, &mcp.ClientRequest[*mcp.CancelledParams]{Session: cs, Params: &mcp.CancelledParams{
 		Meta:      mcp.Meta{Key: StatusValue(st)},
 		Reason:    "the delegator canceled hop " + hop,
 		RequestID: id,
 	}})
 	if err != nil {
-		return st, fmt.Errorf("mcphandoff: sending the cancel for hop %s: %w", hop, err)
+		return fmt.Errorf("mcphandoff: sending the cancel for hop %s: %w", hop, err)
 	}
-	return st, nil
+	return nil
 }
