@@ -675,9 +675,10 @@ func readPrincipal(r *wire.Reader, p *Principal) {
 	}
 }
 
-// readRefs reads the refs member: a non-empty array within lim.MaxRefs.
-func readRefs(r *wire.Reader, lim Limits, sl *digestSlab) []ContextRef {
-	var out []ContextRef
+// readRefs reads the refs member: a non-empty array within lim.MaxRefs,
+// in buf while it fits.
+func readRefs(r *wire.Reader, lim Limits, sl *digestSlab, buf []ContextRef) []ContextRef {
+	out := buf[:0]
 	r.Array()
 	for r.More() {
 		if len(out) == lim.MaxRefs {
@@ -742,7 +743,7 @@ const (
 
 // readCommon reads a member both payloads define (v, type, iss, aud, iat,
 // refs) and reports whether k is one. A duplicate fails.
-func readCommon(r *wire.Reader, k, typ string, seen *uint32, iss, aud *string, iat *int64, refs *[]ContextRef, lim Limits, sl *digestSlab) bool {
+func readCommon(r *wire.Reader, k, typ string, seen *uint32, iss, aud *string, iat *int64, refs *[]ContextRef, lim Limits, sl *digestSlab, buf []ContextRef) bool {
 	var bit uint32
 	switch k {
 	case "v":
@@ -766,7 +767,7 @@ func readCommon(r *wire.Reader, k, typ string, seen *uint32, iss, aud *string, i
 		*iat = readTime(r)
 	case "refs":
 		bit = mRefs
-		*refs = readRefs(r, lim, sl)
+		*refs = readRefs(r, lim, sl, buf)
 	default:
 		return false
 	}
@@ -786,11 +787,13 @@ func readTime(r *wire.Reader) int64 {
 	return int64(u)
 }
 
-// offerBlock is an Offer with the values it points to, in one allocation.
+// offerBlock is an Offer with the values it points to, in one allocation
+// (for the common offer: one ref).
 type offerBlock struct {
 	o           Offer
 	obo         Principal
 	grant, prev Digest
+	refs        [1]ContextRef
 	slab        digestSlab
 }
 
@@ -805,7 +808,7 @@ func readOffer(r *wire.Reader, lim Limits) *Offer {
 		if !ok {
 			break
 		}
-		if readCommon(r, k, "offer", &seen, &o.Iss, &o.Aud, &o.Iat, &o.Refs, lim, sl) {
+		if readCommon(r, k, "offer", &seen, &o.Iss, &o.Aud, &o.Iat, &o.Refs, lim, sl, blk.refs[:]) {
 			continue
 		}
 		var bit uint32
@@ -854,6 +857,7 @@ func readOffer(r *wire.Reader, lim Limits) *Offer {
 func readStatus(r *wire.Reader, lim Limits) *Status {
 	blk := &struct {
 		s    Status
+		refs [1]ContextRef
 		slab digestSlab
 	}{}
 	s, sl := &blk.s, &blk.slab
@@ -864,7 +868,7 @@ func readStatus(r *wire.Reader, lim Limits) *Status {
 		if !ok {
 			break
 		}
-		if readCommon(r, k, "status", &seen, &s.Iss, &s.Aud, &s.Iat, &s.Refs, lim, sl) {
+		if readCommon(r, k, "status", &seen, &s.Iss, &s.Aud, &s.Iat, &s.Refs, lim, sl, blk.refs[:]) {
 			continue
 		}
 		var bit uint32

@@ -93,43 +93,54 @@ func elementFromText(s string) Element {
 }
 
 // parsed is a signed element whose structure and payload have been checked
-// (D1 (a)) but whose signature has not.
+// (D1 (a)) but whose signature has not. It is a value (parseElement is on
+// every receive path, once per chain element), and holds the parsed form
+// rather than a method value, so that neither needs an allocation.
 type parsed struct {
 	kid    string
 	hasKid bool
 	alg    string
 	offer  *Offer
 	status *Status
-	verify func(*ecdsa.PublicKey) error
+	tok    *jws.Token    // FormJWS
+	msg    *cose.Message // FormCOSE
+}
+
+// verify checks the signature with pub.
+func (p *parsed) verify(pub *ecdsa.PublicKey) error {
+	if p.tok != nil {
+		return p.tok.Verify(pub)
+	}
+	return p.msg.Verify(pub)
 }
 
 // parseElement runs D1 (a): the signed form, then the payload against the
 // data model, then v and type. Errors are *memberError (bad-signature, or
 // policy for an exceeded bound).
-func parseElement(e Element, typ string, lim Limits) (*parsed, error) {
+func parseElement(e Element, typ string, lim Limits) (parsed, error) {
 	if len(e.Octets) > lim.MaxElement {
-		return nil, overBound("", "signed element of %d octets exceeds the limit of %d", len(e.Octets), lim.MaxElement)
+		return parsed{}, overBound("", "signed element of %d octets exceeds the limit of %d", len(e.Octets), lim.MaxElement)
 	}
-	p := &parsed{alg: trust.ES256}
+	p := parsed{alg: trust.ES256}
 	var payload []byte
 	var enc Encoding
 	switch e.Form {
 	case FormJWS:
 		t, err := jws.Parse(e.Octets)
 		if err != nil {
-			return nil, malformed("", "%v", err)
+			return parsed{}, malformed("", "%v", err)
 		}
 		p.kid, p.hasKid, payload, enc = t.Header.Kid, true, t.Payload, JSON
-		p.verify = t.Verify
+		p.tok = t
 	case FormCOSE:
 		m, err := cose.Parse(e.Octets)
 		if err != nil {
-			return nil, malformed("", "%v", err)
+			return parsed{}, malformed("", "%v", err)
 		}
 		p.kid, p.hasKid, payload, enc = m.Kid, m.HasKid, m.Payload, CBOR
-		p.verify = m.Verify
+		p.msg = m
 	default:
-		return nil, malformed("", "text is neither a compact JWS nor base64url")
+		return parsed{}, malformed("", "text is neither a compact JWS nor base64url")
 	}
 	var err error
 	if typ == "offer" {
@@ -138,7 +149,7 @@ func parseElement(e Element, typ string, lim Limits) (*parsed, error) {
 		p.status, err = decodeStatusPayload(payload, enc, lim, "payload: ")
 	}
 	if err != nil {
-		return nil, err
+		return parsed{}, err
 	}
 	return p, nil
 }

@@ -7,19 +7,24 @@
 #   COSE offer / floor        <= 1.20   BenchmarkVerifyOfferCOSE
 #   chain16 / (17 x floor)    <= 1.15   BenchmarkVerifyChain16
 #
-# The four benchmarks run in one `go test` invocation with -count N, and
-# each ratio uses the median ns/op of its benchmarks; the verdict is on
-# that. The ratio of the fastest runs ("best") is printed beside it, for
-# information: on a shared machine, noise only ever adds time. Pure bash
-# and awk; for a statistical comparison of two runs keep the raw output
-# (RAW=file) and use benchstat (golang.org/x/perf/cmd/benchstat), which is
-# not needed here.
+# The test binary is built once and run in COUNT rounds. A round runs each
+# of the four benchmarks once, one process each, in an order that rotates
+# from round to round, so that the floor and the benchmark it is compared
+# with are measured close together and neither always goes first: on a
+# shared machine the load drifts over seconds, and a floor measured in a
+# quiet minute against an offer measured in a busy one says nothing about
+# the code. Each ratio is taken within a round; the verdict is on the
+# median of a ratio over the rounds. The ratio of the medians of all runs
+# and the ratio of the fastest runs ("best": noise only ever adds time)
+# are printed beside it, for information. Pure bash and awk; for a
+# statistical comparison of two runs keep the raw output (RAW=file) and use
+# benchstat (golang.org/x/perf/cmd/benchstat), which is not needed here.
 #
 # Environment:
-#   COUNT=N       runs of each benchmark (default 5)
-#   BENCHTIME=d   go test -benchtime (default: go's, 1s)
-#   CPU=n         go test -cpu, one value (default: GOMAXPROCS)
-#   RAW=file      also keep the raw go test output in file
+#   COUNT=N       rounds (default 5)
+#   BENCHTIME=d   -test.benchtime of each run (default: go's, 1s)
+#   CPU=n         -test.cpu, one value (default: GOMAXPROCS)
+#   RAW=file      also keep the raw benchmark output in file
 #   STRICT=1      exit 1 when a ratio misses its target; by default the
 #                 exit status is 0 whatever the ratios, since the machine
 #                 is shared and noisy. A build or benchmark failure exits 2
@@ -35,61 +40,71 @@ if ! [[ $count =~ ^[1-9][0-9]*$ ]]; then
 fi
 
 names=(ECDSAVerifyP256 VerifyOfferJWS VerifyOfferCOSE VerifyChain16)
-regex="^Benchmark($(
-	IFS='|'
-	echo "${names[*]}"
-))\$"
 
-args=(test -run '^$' -bench "$regex" -count "$count")
-[[ -n ${BENCHTIME:-} ]] && args+=(-benchtime "$BENCHTIME")
-[[ -n ${CPU:-} ]] && args+=(-cpu "$CPU")
-args+=(.)
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+bin=$tmp/handoff.test
+raw=$tmp/raw
 
-raw=$(mktemp)
-trap 'rm -f "$raw"' EXIT
-
-echo "+ go ${args[*]}" >&2
-if ! go "${args[@]}" >"$raw" 2>&1; then
-	cat "$raw" >&2
-	echo "bench.sh: go test failed" >&2
+echo "+ go test -c -o $bin ." >&2
+if ! go test -c -o "$bin" . >"$tmp/build" 2>&1; then
+	cat "$tmp/build" >&2
+	echo "bench.sh: go test -c failed" >&2
 	exit 2
 fi
+
+args=(-test.run '^$' -test.benchmem)
+[[ -n ${BENCHTIME:-} ]] && args+=(-test.benchtime "$BENCHTIME")
+[[ -n ${CPU:-} ]] && args+=(-test.cpu "$CPU")
+
+: >"$raw"
+for ((round = 1; round <= count; round++)); do
+	echo "round $round" >>"$raw"
+	n=${#names[@]}
+	for ((k = 0; k < n; k++)); do
+		b=${names[$(((k + round - 1) % n))]}
+		if ! "$bin" "${args[@]}" -test.bench "^Benchmark$b\$" >"$tmp/out" 2>&1; then
+			cat "$tmp/out" >&2
+			echo "bench.sh: Benchmark$b failed" >&2
+			exit 2
+		fi
+		grep -E '^Benchmark' "$tmp/out" >>"$raw" || true
+		if ((round == 1 && k == 0)); then
+			grep -E '^(goos|goarch|cpu)' "$tmp/out" || true
+		fi
+	done
+done
 [[ -n ${RAW:-} ]] && cp "$raw" "$RAW"
-grep -E '^(goos|goarch|cpu|Benchmark)' "$raw" || true
+grep -E '^Benchmark' "$raw" || true
 echo
 
-# Medians per benchmark, then the ratios. A benchmark line is
+# A benchmark line is
 #   BenchmarkName-P  iters  X ns/op  [Y unit]...  Z B/op  W allocs/op
 # (the -P GOMAXPROCS suffix is absent when P is 1).
 awk -v strict="${STRICT:-0}" -v names="${names[*]}" '
-function median(list,    a, n, i, j, t) {
+function sorted(list, a,    n, i, j, t) {
 	n = split(list, a, " ")
 	for (i = 2; i <= n; i++) {          # insertion sort, n is small
 		t = a[i] + 0
 		for (j = i - 1; j >= 1 && a[j] + 0 > t; j--) a[j + 1] = a[j]
 		a[j + 1] = t
 	}
+	return n
+}
+function median(list,    a, n) {
+	n = sorted(list, a)
 	if (n % 2) return a[(n + 1) / 2] + 0
 	return (a[n / 2] + a[n / 2 + 1]) / 2
 }
-function minimum(list,    a, n, i, lo) {
-	n = split(list, a, " ")
-	lo = a[1] + 0
-	for (i = 2; i <= n; i++) if (a[i] + 0 < lo) lo = a[i] + 0
-	return lo
-}
-function maximum(list,    a, n, i, hi) {
-	n = split(list, a, " ")
-	hi = a[1] + 0
-	for (i = 2; i <= n; i++) if (a[i] + 0 > hi) hi = a[i] + 0
-	return hi
-}
+function minimum(list,    a) { sorted(list, a); return a[1] + 0 }
+function maximum(list,    a, n) { n = sorted(list, a); return a[n] + 0 }
+/^round/ { round = $2 }
 /^Benchmark/ {
 	name = $1
 	sub(/^Benchmark/, "", name)
 	sub(/-[0-9]+$/, "", name)
 	for (i = 3; i < NF; i++) {
-		if ($(i + 1) == "ns/op") ns[name] = ns[name] " " $i
+		if ($(i + 1) == "ns/op") { ns[name] = ns[name] " " $i; at[name, round] = $i }
 		else if ($(i + 1) == "B/op") bytes[name] = $i
 		else if ($(i + 1) == "allocs/op") allocs[name] = $i
 	}
@@ -112,23 +127,29 @@ END {
 		if (hi > 1.25 * lo[b]) noisy = noisy " " b
 	}
 	f = "ECDSAVerifyP256"
-	r[1] = med["VerifyOfferJWS"] / med[f];        q[1] = lo["VerifyOfferJWS"] / lo[f]
-	r[2] = med["VerifyOfferCOSE"] / med[f];       q[2] = lo["VerifyOfferCOSE"] / lo[f]
-	r[3] = med["VerifyChain16"] / (17 * med[f]);  q[3] = lo["VerifyChain16"] / (17 * lo[f])
-	t[1] = 1.10; l[1] = "JWS offer / floor"
-	t[2] = 1.20; l[2] = "COSE offer / floor"
-	t[3] = 1.15; l[3] = "chain16 / (17 x floor)"
+	bn[1] = "VerifyOfferJWS";  mul[1] = 1;  t[1] = 1.10; l[1] = "JWS offer / floor"
+	bn[2] = "VerifyOfferCOSE"; mul[2] = 1;  t[2] = 1.20; l[2] = "COSE offer / floor"
+	bn[3] = "VerifyChain16";   mul[3] = 17; t[3] = 1.15; l[3] = "chain16 / (17 x floor)"
 	print ""
-	printf "%-24s %7s %9s  %-7s %6s\n", "ratio (of medians)", "value", "target", "verdict", "best"
+	printf "%-24s %7s %9s  %-7s %9s %9s %9s\n", "ratio (in a round)", "median", "target", "verdict", "rounds", "of-medians", "best"
 	miss = 0
 	for (k = 1; k <= 3; k++) {
-		v = (r[k] <= t[k]) ? "PASS" : "MISS"
+		list = ""; lo_r = ""; hi_r = ""
+		for (r = 1; r <= round; r++) {
+			if ((f, r) in at && (bn[k], r) in at) {
+				x = at[bn[k], r] / (mul[k] * at[f, r])
+				list = list " " x
+			}
+		}
+		rm = median(list)
+		v = (rm <= t[k]) ? "PASS" : "MISS"
 		if (v == "MISS") miss++
-		printf "%-24s %7.3f  <= %.2f  %-7s %6.3f\n", l[k], r[k], t[k], v, q[k]
+		printf "%-24s %7.3f  <= %.2f  %-7s %4.3f-%4.3f %9.3f %9.3f\n", l[k], rm, t[k], v,
+			minimum(list), maximum(list), med[bn[k]] / (mul[k] * med[f]), lo[bn[k]] / (mul[k] * lo[f])
 	}
 	if (noisy != "") {
 		printf "\nnote: the slowest run is over 25%% slower than the fastest for%s;\n", noisy
-		print "the machine was busy, so the medians are unreliable (see \"best\")."
+		print "the machine was busy; the ratios within a round are the ones to trust."
 	}
 	if (miss && strict == "1") exit 1
 	exit 0

@@ -2,8 +2,6 @@ package wire
 
 import (
 	"bytes"
-	"encoding/binary"
-	"math/bits"
 	"unicode/utf8"
 )
 
@@ -340,40 +338,37 @@ var compact = func() (t [256]bool) {
 }()
 
 // compactText reports whether b holds only base64url characters and
-// periods, and counts the periods. It tests eight octets at once; the
-// rest one by one.
+// periods, and counts the periods. The test is branch-free over eight
+// octets at a time (an octet's entry in notCompact is 0 when it belongs),
+// the count a vectorized bytes.Count.
 func compactText(b []byte) (dots int, ok bool) {
-	const lo, hi = 0x0101010101010101, 0x8080808080808080
-	// ge(c) has the high bit of each octet set where the octet is c or
-	// above (octets below 0x80; c below 0x80): no borrow crosses octets.
+	var bad byte
 	n := 0
 	for ; len(b)-n >= 8; n += 8 {
-		x := binary.LittleEndian.Uint64(b[n:])
-		if x&hi != 0 {
-			return 0, false
-		}
-		y := x | hi
-		slash := y - '/'*lo       // the high bit of (y - c*lo): octet >= c
-		in := (y-'-'*lo)&^slash | // '-' and '.'
-			(y-'0'*lo)&^(y-':'*lo) |
-			(y-'A'*lo)&^(y-'['*lo) |
-			(y-'_'*lo)&^(y-'`'*lo) |
-			(y-'a'*lo)&^(y-'{'*lo)
-		if in&hi != hi {
-			return 0, false
-		}
-		dots += bits.OnesCount64((y - '.'*lo) &^ slash & hi)
+		w := b[n : n+8 : n+8]
+		bad |= notCompact[w[0]] | notCompact[w[1]] | notCompact[w[2]] | notCompact[w[3]] |
+			notCompact[w[4]] | notCompact[w[5]] | notCompact[w[6]] | notCompact[w[7]]
 	}
 	for _, c := range b[n:] {
+		bad |= notCompact[c]
+	}
+	if bad != 0 {
+		return 0, false
+	}
+	return bytes.Count(b, dot), true
+}
+
+var dot = []byte{'.'}
+
+// notCompact is 1 for the octets outside the base64url alphabet and '.'.
+var notCompact = func() (t [256]byte) {
+	for c := range t {
 		if !compact[c] {
-			return 0, false
-		}
-		if c == '.' {
-			dots++
+			t[c] = 1
 		}
 	}
-	return dots, true
-}
+	return t
+}()
 
 // CompactText reads a text value made only of base64url characters and
 // periods (a JWS, or base64url) in one pass, and returns its octets, which
