@@ -31,6 +31,7 @@ const usage = `Usage:
     handoff ref [--salted] [--loc URI] FILE
     handoff verify-status --trust TRUSTFILE --from HANDOFF [--now UNIX] STATUS...
     handoff inspect [--trust TRUSTFILE] FILE
+    handoff demo [--keep] [--json]
 
 A delegator signs an offer for a delegate; the delegate checks it and
 answers with a signed status. An offer passed on carries the offers before
@@ -88,6 +89,7 @@ var commands = map[string]func(env, []string) error{
 	"verify-status": cmdVerifyStatus,
 	"inspect":       cmdInspect,
 	"ref":           cmdRef,
+	"demo":          cmdDemo,
 }
 
 func run(args []string, e env) int {

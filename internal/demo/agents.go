@@ -389,8 +389,8 @@ func a2aClient(ctx context.Context, url, token string, hc *http.Client) (*a2acli
 		a2aclient.WithJSONRPCTransport(hc), a2aclient.WithInterceptors(bearer{token: token}))
 }
 
-func (w *World) newDelegator(a *agent, retry delegator.Retry) (*delegator.Delegator, error) {
-	return delegator.New(delegator.Config{Me: a.ID, Signer: a.signer, Keys: a.keys, Store: a.st, Retry: retry})
+func (w *World) newDelegator(a *agent, form handoff.Form, retry delegator.Retry) (*delegator.Delegator, error) {
+	return delegator.New(delegator.Config{Me: a.ID, Signer: a.signer, Keys: a.keys, Store: a.st, Form: form, Retry: retry})
 }
 
 // saltKey is the DataPart member under which the assistant delivers, with
@@ -433,7 +433,7 @@ func (w *World) startAssistant(ctx context.Context) error {
 	var err error
 	// Asks again soon: the demo's lost reply should be recovered in well
 	// under a second.
-	if w.asstDl, err = w.newDelegator(a, delegator.Retry{First: 300 * time.Millisecond, Max: time.Second, MaxAttempts: 10}); err != nil {
+	if w.asstDl, err = w.newDelegator(a, handoff.FormJWS, delegator.Retry{First: 300 * time.Millisecond, Max: time.Second, MaxAttempts: 10}); err != nil {
 		return err
 	}
 	w.drop = &dropper{base: http.DefaultTransport}
@@ -448,7 +448,7 @@ func (w *World) startPlanner(ctx context.Context) error {
 	a := w.agents[Planner]
 	a.Serves = A2A
 	var err error
-	if w.plannerDl, err = w.newDelegator(a, delegator.Retry{}); err != nil {
+	if w.plannerDl, err = w.newDelegator(a, handoff.FormJWS, delegator.Retry{}); err != nil {
 		return err
 	}
 	if w.plannerA2A, err = a2aClient(ctx, w.agents[Coder].URL, a.Token, &http.Client{}); err != nil {
@@ -488,10 +488,12 @@ func (w *World) startCoder(ctx context.Context) error {
 	a := w.agents[Coder]
 	a.Serves = A2A
 	var err error
-	if w.coderDl, err = w.newDelegator(a, delegator.Retry{}); err != nil {
+	// The coder signs with COSE and sends CBOR Handoffs: the chain the
+	// tester checks mixes JWS and COSE elements, octets unchanged.
+	if w.coderDl, err = w.newDelegator(a, handoff.FormCOSE, delegator.Retry{}); err != nil {
 		return err
 	}
-	if w.coderMCP, err = mcphandoff.NewClient(mcphandoff.ClientConfig{Delegator: w.coderDl, Encoding: handoff.JSON}); err != nil {
+	if w.coderMCP, err = mcphandoff.NewClient(mcphandoff.ClientConfig{Delegator: w.coderDl, Encoding: handoff.CBOR}); err != nil {
 		return err
 	}
 	cl := mcp.NewClient(&mcp.Implementation{Name: Coder, Version: "demo"}, nil)
@@ -541,7 +543,7 @@ func (w *World) startTester(ctx context.Context) error {
 	a.URL += "/mcp"
 	d, err := delegate.New(ctx, delegate.Config{
 		Options: handoff.Options{Me: a.ID, Keys: a.keys},
-		Store:   a.st, Signer: a.signer,
+		Store:   a.st, Signer: a.signer, StatusForm: handoff.FormCOSE,
 	})
 	if err != nil {
 		return err
@@ -604,4 +606,35 @@ func (w *World) Close() error {
 		errs = append(errs, os.RemoveAll(w.dir))
 	})
 	return errors.Join(errs...)
+}
+
+// WriteTryScript writes try.sh into the directory: it signs an offer as
+// the assistant with the handoff command at handoffCmd (`handoff offer`)
+// and sends it to the planner in an A2A message/send with curl, for
+// exploring the running agents by hand. Sending the same file twice shows
+// a retransmission. It returns the script's path.
+func (w *World) WriteTryScript(handoffCmd string) (string, error) {
+	p := filepath.Join(w.dir, "try.sh")
+	script := fmt.Sprintf(`#!/bin/sh
+# Hand a task to the demo's planner over A2A, as the assistant:
+#   sh try.sh "Write a changelog entry"    sign a new offer, send it
+#   sh try.sh --again offer-ctx-NNN.json   send that Handoff again (a retransmission)
+set -e
+cd "$(dirname "$0")"
+if [ "$1" = --again ]; then
+  file=$2 text="the same task"
+else
+  file=offer-ctx-$$.json text=${1:-Write a changelog entry}
+  %q offer --key assistant.jwk --iss %s --aud %s --dialog "ctx-$$" > "$file"
+fi
+ctx=$(basename "$file" .json); ctx=${ctx#offer-}
+curl -sS %s \
+  -H 'Content-Type: application/json' \
+  -H 'Authorization: Bearer %s' \
+  -H 'X-A2A-Extensions: %s' \
+  -d '{"jsonrpc":"2.0","id":1,"method":"message/send","params":{"message":{"kind":"message","messageId":"'"m-$$"'","role":"user","contextId":"'"$ctx"'","parts":[{"kind":"text","text":"'"$text"'"}],"extensions":["%s"],"metadata":{"%s":'"$(cat "$file")"'}}}}'
+echo
+echo "(sent $file; again: sh try.sh --again $file)" >&2
+`, handoffCmd, idOf(Assistant), idOf(Planner), w.agents[Planner].URL, w.agents[Assistant].Token, a2ahandoff.URI, a2ahandoff.URI, a2ahandoff.URI)
+	return p, os.WriteFile(p, []byte(script), 0o700)
 }

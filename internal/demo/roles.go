@@ -203,8 +203,9 @@ type testerTool struct {
 	mu      sync.Mutex
 	runs    map[string]int
 	quality map[string]handoff.ChainQuality
-	started chan string // hops of "full" runs, once running
-	stopped chan string // hops of "full" runs, once stopped
+	forms   map[string]string // signed forms of the chain and offer, and the Handoff's encoding
+	started chan string       // hops of "full" runs, once running
+	stopped chan string       // hops of "full" runs, once stopped
 }
 
 type suiteArgs struct {
@@ -212,7 +213,7 @@ type suiteArgs struct {
 }
 
 func newTesterTool() *testerTool {
-	return &testerTool{runs: map[string]int{}, quality: map[string]handoff.ChainQuality{},
+	return &testerTool{runs: map[string]int{}, quality: map[string]handoff.ChainQuality{}, forms: map[string]string{},
 		started: make(chan string, 4), stopped: make(chan string, 4)}
 }
 
@@ -224,6 +225,7 @@ func (t *testerTool) run(ctx context.Context, _ *mcp.CallToolRequest, in suiteAr
 	t.mu.Lock()
 	t.runs[hop.ID]++
 	t.quality[hop.ID] = hop.ChainQuality
+	t.forms[hop.ID] = formsOf(hop.Handoff)
 	t.mu.Unlock()
 	if in.Suite == "full" {
 		t.started <- hop.ID
@@ -242,6 +244,25 @@ func (t *testerTool) ran(hop string) (int, handoff.ChainQuality) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return t.runs[hop], t.quality[hop]
+}
+
+func (t *testerTool) formsOf(hop string) string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.forms[hop]
+}
+
+// formsOf names the signed forms of a Handoff's chain and offer, oldest
+// first: "JWS, JWS, COSE".
+func formsOf(h *handoff.Handoff) string {
+	if h == nil {
+		return ""
+	}
+	var fs []string
+	for _, el := range h.Chain {
+		fs = append(fs, el.Form.String())
+	}
+	return strings.Join(append(fs, h.Offer.Form.String()), ", ")
 }
 
 // cancelDown is one cancel an agent passed down the chain, from its

@@ -149,7 +149,7 @@ func (w *World) chain(ctx context.Context, r *recorder) error {
 	}
 	r.step(Step{From: Assistant, To: Planner, What: "offer", Carrier: A2A, Want: "accepted",
 		Verdict: string(ph.Result.Outcome), Chain: string(ph.Result.ChainQuality),
-		Why: fmt.Sprintf("chain %s (it starts here); the prompt, named by salted digest, %s", ph.Result.ChainQuality, refOutcomes(ph.Result.Refs))},
+		Why: fmt.Sprintf("chain %s (it starts here); prompt named by salted digest: %s", ph.Result.ChainQuality, refOutcomes(ph.Result.Refs))},
 		check(ph.Result.ChainQuality == handoff.ChainAbsent, "chain %s, want absent", ph.Result.ChainQuality),
 		check(slices.Equal(ph.Result.Refs, []handoff.RefOutcome{handoff.RefVerified}), "refs %v, want [verified]", ph.Result.Refs))
 
@@ -170,7 +170,7 @@ func (w *World) chain(ctx context.Context, r *recorder) error {
 		v = string(handoff.Accepted) // the tool runs only for an accepted offer
 	}
 	r.step(Step{From: Coder, To: Tester, What: "offer", Carrier: MCP, Want: "accepted", Verdict: v, Chain: string(q),
-		Why: fmt.Sprintf("chain %s: %s verified (tools/call _meta)", q, earlier(2))},
+		Why: fmt.Sprintf("chain %s: %s verified (signed forms %s; CBOR Handoff in tools/call _meta)", q, earlier(2), w.tester.formsOf(hop3))},
 		check(q == handoff.ChainFull, "chain %s, want full", q))
 
 	// The statuses back up.
@@ -202,7 +202,7 @@ func refOutcomes(rs []handoff.RefOutcome) string {
 	for i, o := range rs {
 		s[i] = string(o)
 	}
-	return "ref " + strings.Join(s, ", ")
+	return strings.Join(s, ", ")
 }
 
 // view is the hop as the delegator's tracker holds it after a reply.
@@ -256,7 +256,7 @@ func (w *World) replay(ctx context.Context, r *recorder) error {
 		v = string(handoff.Retransmission)
 	}
 	r.step(Step{From: Assistant, To: Planner, What: "offer", Carrier: A2A, Want: "retransmission", Verdict: v,
-		Why: fmt.Sprintf("the same octets again: answered from the record with the identical %q status; the planner's code ran %d time(s)", first.View, runsAfter)},
+		Why: fmt.Sprintf("the same octets again: answered from the record, the identical %q status octets; planner's code ran %s", first.View, times(runsAfter))},
 		refused(again),
 		check(same, "the status resent is not the last one recorded"),
 		check(runsAfter == runsBefore && runsAfter == 1, "the planner's code ran %d times, want once", runsAfter))
@@ -415,10 +415,12 @@ func (w *World) brokenChain(ctx context.Context, r *recorder) error {
 		return err
 	}
 	runs, _ := w.tester.ran(iss.Hop)
-	why := strings.TrimPrefix(toolText(res.Result), "handoff rejected (broken-chain): ")
+	// The tester's own words, from its tool error: the chain check's
+	// reason, step, chain index and member.
+	why := strings.TrimPrefix(toolText(res.Result), "handoff rejected (broken-chain): broken-chain ")
 	why = longIDs.ReplaceAllStringFunc(why, func(s string) string { return s[:8] + "…" })
 	r.step(Step{From: Coder, To: Tester, What: "offer", Carrier: MCP, Want: "rejected", Verdict: string(res.State), Reason: string(res.Reason),
-		Why: "chain[1] (planner → coder) removed: " + why},
+		Why: "planner → coder cut from the chain; tester: " + why},
 		check(res.Reason == handoff.ReasonBrokenChain, "reason %q, want broken-chain", res.Reason),
 		check(runs == 0, "the tester's tool ran"))
 	return nil
@@ -479,9 +481,19 @@ func (w *World) lostStatus(ctx context.Context, r *recorder) error {
 	r.step(Step{From: Assistant, To: Planner, What: "offer", Carrier: A2A, Want: "retransmission", Verdict: v,
 		Why: fmt.Sprintf("the retransmitter asked again (attempt %d, %s after the offer) with the identical octets", after.Attempts, time.Since(after.Created).Round(10*time.Millisecond))})
 	r.step(Step{From: Planner, To: Assistant, What: "status", Carrier: A2A, Want: "completed", Verdict: view(got),
-		Why: fmt.Sprintf("answered from the record; hop resolved; the planner's code ran %d time(s)", runs)},
+		Why: fmt.Sprintf("answered from the record; hop resolved; planner's code ran %s", times(runs))},
 		refused(got), check(runs == 1, "the planner's code ran %d times, want once", runs))
 	return nil
+}
+
+func times(n int) string {
+	switch n {
+	case 1:
+		return "once"
+	case 2:
+		return "twice"
+	}
+	return fmt.Sprintf("%d times", n)
 }
 
 func lost(n int32) string {
@@ -507,15 +519,25 @@ func (w *World) cancel(ctx context.Context, r *recorder) error {
 	if err != nil {
 		return err
 	}
-	r.step(Step{From: Assistant, To: Tester, What: "offer", Carrier: "A2A+MCP", Want: "accepted", Verdict: string(handoff.Accepted),
-		Why: fmt.Sprintf("handed down three hops; the tester's full suite is running (planner task %s)", taskState(res))})
+	ph, _, _ := w.planner.hop(res.Hop)
+	v := "not run"
+	if ph != nil {
+		v = string(ph.Result.Outcome)
+	}
+	r.step(Step{From: Assistant, To: Planner, What: "offer", Carrier: A2A, Want: "accepted", Verdict: v, Task: taskState(res),
+		Why: "task " + taskState(res) + "; passed on to the coder (A2A), then the tester (MCP), whose full suite runs"})
 
 	cr, err := w.asstHand.Cancel(ctx, res.Hop)
 	if err != nil {
 		return err
 	}
+	prec, err := w.agents[Planner].st.Get(ctx, idOf(Assistant), res.Hop)
+	if err != nil {
+		return err
+	}
 	r.step(Step{From: Assistant, To: Planner, What: "cancel", Carrier: A2A, Want: "canceled", Verdict: strings.ToLower(taskState(cr)), Task: taskState(cr),
-		Why: "signed \"canceled\" in the Cancel Task request's metadata; verified, work stopped"}, refused(cr))
+		Why: "signed \"canceled\" in the Cancel Task request's metadata: verified, recorded, work stopped"},
+		refused(cr), check(prec.Canceled, "the planner's record of the hop is not canceled"))
 
 	// The planner's cancel down returns only after the coder's (the
 	// coder passes it on while answering it), so they are told apart by
@@ -533,8 +555,13 @@ func (w *World) cancel(ctx context.Context, r *recorder) error {
 		}
 	}
 	pd := downs[Planner]
+	crec, err := w.agents[Coder].st.Get(ctx, idOf(Planner), hop2)
+	if err != nil {
+		return err
+	}
 	r.step(Step{From: Planner, To: Coder, What: "cancel", Carrier: A2A, Want: "canceled", Verdict: strings.ToLower(taskState(pd.a2a)), Task: taskState(pd.a2a),
-		Why: "passed down: the planner cancels the offer whose prev names the canceled one"},
+		Why: "passed down to the offer whose prev names the canceled one: verified, recorded, work stopped"},
+		check(crec.Canceled, "the coder's record of the hop is not canceled"),
 		check(pd.hop == hop2, "the planner canceled hop %q, want its hop %q to the coder", pd.hop, hop2))
 
 	cd := downs[Coder]
@@ -549,12 +576,12 @@ func (w *World) cancel(ctx context.Context, r *recorder) error {
 	if err != nil {
 		return err
 	}
-	v := "not canceled"
+	v = "not canceled"
 	if rec.Canceled && stopped == hop3 {
 		v = string(handoff.StateCanceled)
 	}
 	r.step(Step{From: Coder, To: Tester, What: "cancel", Carrier: MCP, Want: "canceled", Verdict: v,
-		Why: "signed \"canceled\" in notifications/cancelled _meta; verified, the tool's work stopped"},
+		Why: "signed \"canceled\" in notifications/cancelled _meta: verified, recorded, the tool's work stopped"},
 		check(cd.hop == hop3, "the coder canceled hop %q, want its hop %q to the tester", cd.hop, hop3))
 
 	// Over MCP the coder learns what became of the work by asking again.
@@ -565,20 +592,5 @@ func (w *World) cancel(ctx context.Context, r *recorder) error {
 	r.step(Step{From: Tester, To: Coder, What: "status", Carrier: MCP, Want: "failed", Verdict: string(again.State),
 		Why: "learned by asking again: the work was stopped before it took effect (failed, no effect)"})
 
-	// The hops above: canceled in every record, the A2A tasks CANCELED.
-	prec, err := w.agents[Planner].st.Get(ctx, idOf(Assistant), res.Hop)
-	if err != nil {
-		return err
-	}
-	crec, err := w.agents[Coder].st.Get(ctx, idOf(Planner), hop2)
-	if err != nil {
-		return err
-	}
-	v = "not canceled"
-	if prec.Canceled && crec.Canceled && rec.Canceled {
-		v = string(handoff.StateCanceled)
-	}
-	r.step(Step{From: Assistant, To: Tester, What: "chain", Carrier: "A2A+MCP", Want: "canceled", Verdict: v,
-		Why: "every hop of the chain is recorded canceled by its delegate"})
 	return nil
 }

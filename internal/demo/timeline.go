@@ -207,7 +207,7 @@ func (p printer) step(s Step) {
 	}
 	// Pad before painting, so that escape codes do not upset the columns.
 	p.printf("   %s %-9s → %-9s %-6s %s %s %s\n",
-		p.paint(code, mark), s.From, s.To, s.What, p.paint(ansiCyan, fmt.Sprintf("%-7s", s.Carrier)),
+		p.paint(code, mark), s.From, s.To, s.What, p.paint(ansiCyan, fmt.Sprintf("%-3s", s.Carrier)),
 		p.paint(code, fmt.Sprintf("%-25s", verdict)), p.paint(ansiDim, s.Why))
 	if !s.OK {
 		p.printf("      %s\n", p.paint(ansiRed, "unexpected: "+s.Problem))
@@ -228,7 +228,12 @@ func (p printer) summary(tl *Timeline) {
 		for _, s := range tl.Failed() {
 			failed = append(failed, s.Name)
 		}
-		p.line(map[string]any{"ok": tl.OK(), "scenarios": len(tl.Scenarios), "failed": failed, "elapsed": tl.Elapsed.Round(time.Millisecond).String()})
+		p.line(struct {
+			OK        bool     `json:"ok"`
+			Scenarios int      `json:"scenarios"`
+			Failed    []string `json:"failed"`
+			Elapsed   string   `json:"elapsed"`
+		}{tl.OK(), len(tl.Scenarios), failed, tl.Elapsed.Round(time.Millisecond).String()})
 		return
 	}
 	if tl.OK() {
