@@ -157,8 +157,8 @@ const (
 // checkFastMatchesTree decodes in as what (fastOffer, fastStatus or
 // fastHandoff) both ways and fails if they differ in decision or value.
 // tight selects small bounds (2 refs, 8 octets of detail) instead of the
-// defaults.
-func checkFastMatchesTree(t *testing.T, in []byte, isCBOR bool, what int, tight bool) {
+// defaults; owned, a Reader over its own copy (wire.Reader.ResetOwned).
+func checkFastMatchesTree(t *testing.T, in []byte, isCBOR bool, what int, tight, owned bool) {
 	enc := JSON
 	if isCBOR {
 		enc = CBOR
@@ -177,7 +177,7 @@ func checkFastMatchesTree(t *testing.T, in []byte, isCBOR bool, what int, tight 
 	var treeErr error
 	switch what {
 	case fastOffer:
-		if o := readOffer(wireReader(in, enc), lim); o != nil {
+		if o := readOffer(wireReader(in, enc, owned), lim); o != nil {
 			fast = o
 		}
 		if v, err := decodeTree(in, enc); err != nil {
@@ -188,7 +188,7 @@ func checkFastMatchesTree(t *testing.T, in []byte, isCBOR bool, what int, tight 
 			tree = o
 		}
 	case fastStatus:
-		if s := readStatus(wireReader(in, enc), lim); s != nil {
+		if s := readStatus(wireReader(in, enc, owned), lim); s != nil {
 			fast = s
 		}
 		if v, err := decodeTree(in, enc); err != nil {
@@ -259,13 +259,19 @@ func FuzzDecodeFastMatchesTree(f *testing.F) {
 		}
 	}
 	f.Fuzz(func(t *testing.T, in []byte, isCBOR bool, what uint8) {
-		checkFastMatchesTree(t, in, isCBOR, int(what%3), what&4 != 0)
+		checkFastMatchesTree(t, in, isCBOR, int(what%3), what&4 != 0, what&8 != 0)
 	})
 }
 
-func wireReader(b []byte, enc Encoding) *wire.Reader {
+// wireReader returns a Reader over b as decodeOfferPayload sets it up:
+// owned (over a copy of b, which nothing writes again) or copying b.
+func wireReader(b []byte, enc Encoding, owned bool) *wire.Reader {
 	r := new(wire.Reader)
-	r.Reset(b, enc == CBOR, true)
+	if owned {
+		r.ResetOwned(bytes.Clone(b), enc == CBOR)
+	} else {
+		r.Reset(b, enc == CBOR, true)
+	}
 	return r
 }
 

@@ -527,9 +527,15 @@ func decodeStatus(v any, lim Limits) (*Status, error) {
 
 // decodeOfferPayload decodes an offer payload, fast when it can. A
 // payload that is not well-formed is malformed, its error after syntax.
-func decodeOfferPayload(payload []byte, enc Encoding, lim Limits, syntax string) (*Offer, error) {
+// With owned, the payload is a buffer nothing writes again, which the
+// decoded texts may alias (see wire.Reader.ResetOwned).
+func decodeOfferPayload(payload []byte, enc Encoding, lim Limits, syntax string, owned bool) (*Offer, error) {
 	var r wire.Reader
-	r.Reset(payload, enc == CBOR, true)
+	if owned {
+		r.ResetOwned(payload, enc == CBOR)
+	} else {
+		r.Reset(payload, enc == CBOR, true)
+	}
 	if o := readOffer(&r, lim); o != nil {
 		return o, nil
 	}
@@ -541,9 +547,13 @@ func decodeOfferPayload(payload []byte, enc Encoding, lim Limits, syntax string)
 }
 
 // decodeStatusPayload decodes a status payload, fast when it can.
-func decodeStatusPayload(payload []byte, enc Encoding, lim Limits, syntax string) (*Status, error) {
+func decodeStatusPayload(payload []byte, enc Encoding, lim Limits, syntax string, owned bool) (*Status, error) {
 	var r wire.Reader
-	r.Reset(payload, enc == CBOR, true)
+	if owned {
+		r.ResetOwned(payload, enc == CBOR)
+	} else {
+		r.Reset(payload, enc == CBOR, true)
+	}
 	if s := readStatus(&r, lim); s != nil {
 		return s, nil
 	}
@@ -1198,10 +1208,10 @@ func (s *Status) check() error {
 // DecodeOffer strictly decodes an offer payload (not a signed offer: see
 // Receiver.Receive). Unknown members are kept in Extra.
 func DecodeOffer(payload []byte, enc Encoding) (*Offer, error) {
-	return decodeOfferPayload(payload, enc, DefaultLimits, "")
+	return decodeOfferPayload(payload, enc, DefaultLimits, "", false)
 }
 
 // DecodeStatus strictly decodes a status payload.
 func DecodeStatus(payload []byte, enc Encoding) (*Status, error) {
-	return decodeStatusPayload(payload, enc, DefaultLimits, "")
+	return decodeStatusPayload(payload, enc, DefaultLimits, "", false)
 }

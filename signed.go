@@ -142,11 +142,15 @@ func parseElement(e Element, typ string, lim Limits) (parsed, error) {
 	default:
 		return parsed{}, malformed("", "text is neither a compact JWS nor base64url")
 	}
+	// jws.Parse decodes the payload into a buffer of its own that nothing
+	// writes again: the decoded texts may alias it. (Not so for COSE:
+	// go-cose, which cose.Parse falls back to, does not promise a copy.)
+	owned := e.Form == FormJWS
 	var err error
 	if typ == "offer" {
-		p.offer, err = decodeOfferPayload(payload, enc, lim, "payload: ")
+		p.offer, err = decodeOfferPayload(payload, enc, lim, "payload: ", owned)
 	} else {
-		p.status, err = decodeStatusPayload(payload, enc, lim, "payload: ")
+		p.status, err = decodeStatusPayload(payload, enc, lim, "payload: ", owned)
 	}
 	if err != nil {
 		return parsed{}, err

@@ -268,62 +268,41 @@ func (p *jsonParser) name() (string, error) {
 	return p.str()
 }
 
-// interned returns the data model's member names without allocating.
+// interned returns the data model's member names without allocating: a
+// table indexed by a hash of the length and the first and last octets,
+// then one comparison.
 func interned(b []byte) (string, bool) {
-	switch string(b) { // the compiler does not allocate for this switch
-	case "v":
-		return "v", true
-	case "type":
-		return "type", true
-	case "hop":
-		return "hop", true
-	case "dialog":
-		return "dialog", true
-	case "task":
-		return "task", true
-	case "iss":
-		return "iss", true
-	case "aud":
-		return "aud", true
-	case "iat":
-		return "iat", true
-	case "exp":
-		return "exp", true
-	case "obo":
-		return "obo", true
-	case "sub":
-		return "sub", true
-	case "grant":
-		return "grant", true
-	case "prev":
-		return "prev", true
-	case "refs":
-		return "refs", true
-	case "kind":
-		return "kind", true
-	case "dig":
-		return "dig", true
-	case "alg":
-		return "alg", true
-	case "val":
-		return "val", true
-	case "loc":
-		return "loc", true
-	case "proof":
-		return "proof", true
-	case "offer":
-		return "offer", true
-	case "chain":
-		return "chain", true
-	case "state":
-		return "state", true
-	case "reason":
-		return "reason", true
-	case "detail":
-		return "detail", true
+	if len(b) == 0 {
+		return "", false
 	}
-	return "", false
+	s := internTable[internHash(b)]
+	if len(s) != len(b) || s != string(b) { // the compiler does not allocate for this comparison
+		return "", false
+	}
+	return s, true
 }
+
+// internNames are the member names the data model defines.
+var internNames = [...]string{
+	"v", "type", "hop", "dialog", "task", "iss", "aud", "iat", "exp", "obo",
+	"sub", "grant", "prev", "refs", "kind", "dig", "alg", "val", "loc",
+	"proof", "offer", "chain", "state", "reason", "detail",
+}
+
+func internHash[T string | []byte](b T) byte {
+	return (byte(len(b)) + b[0]*2 + b[len(b)-1]*27) & 127
+}
+
+var internTable = func() (t [128]string) {
+	for _, n := range internNames {
+		h := internHash(n)
+		if t[h] != "" {
+			panic("wire: intern hash collision: " + t[h] + ", " + n)
+		}
+		t[h] = n
+	}
+	return t
+}()
 
 // escaped finishes a string that has escapes, from its start.
 func (p *jsonParser) escaped(start int) (string, error) {

@@ -3,6 +3,7 @@ package wire
 import (
 	"bytes"
 	"unicode/utf8"
+	"unsafe"
 )
 
 // Reader is a pull reader over one encoded value, JSON or CBOR, for a
@@ -52,7 +53,22 @@ func (r *Reader) Reset(b []byte, cbor, asString bool) {
 	if asString {
 		r.s = string(b)
 	}
-	if cbor {
+	r.setInput(b)
+}
+
+// ResetOwned is Reset with asString, for an input that nothing writes ever
+// again (a buffer the caller allocated and filled, then handed over): the
+// texts alias b itself, without the copy.
+func (r *Reader) ResetOwned(b []byte, cbor bool) {
+	*r = Reader{cbor: cbor}
+	if len(b) > 0 {
+		r.s = unsafe.String(unsafe.SliceData(b), len(b))
+	}
+	r.setInput(b)
+}
+
+func (r *Reader) setInput(b []byte) {
+	if r.cbor {
 		r.c.b, r.c.s = b, r.s
 	} else {
 		r.j.b, r.j.s = b, r.s

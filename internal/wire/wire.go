@@ -1,7 +1,11 @@
 // Package wire holds the strict codecs under the handoff element: one
 // generic value tree that both the JSON and the CBOR decoder produce, so the
 // data model is written once (in the root package) over that tree, and the
-// encoders that write an ordered tree back out.
+// encoders that write an ordered tree back out. Reader is the fast path in
+// front of the tree: a pull reader over either encoding that the data model
+// (again written once) drives member by member, building no tree for the
+// members it knows, and declining whatever it does not accept so that the
+// tree decoders decide and explain.
 //
 // Decoded values are:
 //
