@@ -574,8 +574,11 @@ func (w *World) startTester(ctx context.Context) error {
 func (w *World) Close() error {
 	var errs []error
 	w.closeOnce.Do(func() {
-		if w.coderSess != nil {
-			w.coderSess.Close()
+		// Work still running ends first (the tester's long suite), then
+		// the servers and their connections, then the coder's MCP session,
+		// whose Close waits for its calls in flight.
+		if w.tester != nil {
+			close(w.tester.closing)
 		}
 		for _, n := range names {
 			a := w.agents[n]
@@ -587,6 +590,9 @@ func (w *World) Close() error {
 			} else if a.ln != nil {
 				a.ln.Close()
 			}
+		}
+		if w.coderSess != nil {
+			w.coderSess.Close()
 		}
 		if w.testerSrv != nil {
 			w.testerSrv.Wait()

@@ -7,6 +7,8 @@ import (
 	"os"
 	"strings"
 	"testing"
+
+	"github.com/a2aproject/a2a-go/a2a"
 	"time"
 )
 
@@ -136,5 +138,68 @@ func TestPrinterJSON(t *testing.T) {
 	}
 	if r.tl.OK() || len(r.tl.Failed()) != 1 {
 		t.Fatalf("the timeline is OK with a wrong verdict")
+	}
+}
+
+// Stopping the demo while work runs (Ctrl-C during the cancel scenario,
+// or with --keep) ends promptly and removes the directory.
+func TestCloseWhileWorking(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	w, err := Start(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.offerToPlanner(ctx, "storage", "Refactor the storage layer", &a2a.MessageSendConfig{Blocking: new(false)}); err != nil {
+		w.Close()
+		t.Fatal(err)
+	}
+	select {
+	case <-w.tester.started:
+	case <-ctx.Done():
+		w.Close()
+		t.Fatal("the work never reached the tester")
+	}
+	done := make(chan error, 1)
+	go func() { done <- w.Close() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("Close hangs while the tester's suite runs")
+	}
+	if _, err := os.Stat(w.Dir()); !os.IsNotExist(err) {
+		t.Fatalf("%s left behind: %v", w.Dir(), err)
+	}
+}
+
+// The text timeline: aligned columns, a failed step says what was
+// unexpected, and the summary names the failed scenarios; colour only
+// when asked.
+func TestPrinterText(t *testing.T) {
+	for _, color := range []bool{false, true} {
+		var out bytes.Buffer
+		r := &recorder{p: printer{w: &out, color: color}}
+		r.begin("replay", "the same offer again")
+		r.step(Step{From: Assistant, To: Planner, What: "offer", Carrier: A2A, Verdict: "accepted", Want: "retransmission", Why: "processed twice"})
+		r.begin("chain", "the chain")
+		r.step(Step{From: Planner, To: Coder, What: "offer", Carrier: A2A, Verdict: "accepted", Want: "accepted"}, "", check(false, "chain %s, want full", "partial"))
+		r.p.summary(&r.tl)
+		s := out.String()
+		for _, want := range []string{
+			"1. replay",
+			`unexpected: verdict "accepted", want "retransmission"`,
+			"unexpected: chain partial, want full",
+			"2 of 2 scenarios did not give their expected verdicts: replay, chain",
+		} {
+			if !strings.Contains(s, want) {
+				t.Errorf("color %v: %q not in\n%s", color, want, s)
+			}
+		}
+		if strings.Contains(s, "\x1b[") != color {
+			t.Errorf("color %v: ANSI escapes %v", color, !color)
+		}
 	}
 }

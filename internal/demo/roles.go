@@ -206,6 +206,7 @@ type testerTool struct {
 	forms   map[string]string // signed forms of the chain and offer, and the Handoff's encoding
 	started chan string       // hops of "full" runs, once running
 	stopped chan string       // hops of "full" runs, once stopped
+	closing chan struct{}     // closed when the demo stops: running suites end
 }
 
 type suiteArgs struct {
@@ -214,7 +215,7 @@ type suiteArgs struct {
 
 func newTesterTool() *testerTool {
 	return &testerTool{runs: map[string]int{}, quality: map[string]handoff.ChainQuality{}, forms: map[string]string{},
-		started: make(chan string, 4), stopped: make(chan string, 4)}
+		started: make(chan string, 4), stopped: make(chan string, 4), closing: make(chan struct{})}
 }
 
 func (t *testerTool) run(ctx context.Context, _ *mcp.CallToolRequest, in suiteArgs) (*mcp.CallToolResult, any, error) {
@@ -228,16 +229,29 @@ func (t *testerTool) run(ctx context.Context, _ *mcp.CallToolRequest, in suiteAr
 	t.forms[hop.ID] = formsOf(hop.Handoff)
 	t.mu.Unlock()
 	if in.Suite == "full" {
-		t.started <- hop.ID
-		<-ctx.Done() // only a verified cancel (or an equivocation) ends it
-		t.stopped <- hop.ID
-		if err := hop.Declare(delegate.Outcome{State: store.Failed, NoEffect: true,
-			Detail: "stopped by the delegator's cancel before any test ran"}); err != nil {
+		note(t.started, hop.ID)
+		detail := "stopped by the delegator's cancel before any test ran"
+		select {
+		case <-ctx.Done(): // only a verified cancel (or an equivocation) ends it
+		case <-t.closing:
+			detail = "stopped before any test ran: the demo ended"
+		}
+		note(t.stopped, hop.ID)
+		if err := hop.Declare(delegate.Outcome{State: store.Failed, NoEffect: true, Detail: detail}); err != nil {
 			return nil, nil, err
 		}
 		return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: "stopped: canceled"}}}, nil, nil
 	}
 	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "12 tests passed"}}}, nil, nil
+}
+
+// note sends v on c unless c is full: nobody may be listening (a task
+// handed over by hand while the agents are kept running).
+func note[T any](c chan T, v T) {
+	select {
+	case c <- v:
+	default:
+	}
 }
 
 func (t *testerTool) ran(hop string) (int, handoff.ChainQuality) {
@@ -280,12 +294,12 @@ type cancelDown struct {
 func (w *World) cancelDownA2A(ctx context.Context, offer handoff.Digest) {
 	ds, err := w.plannerDl.CancelDown(ctx, offer)
 	if err != nil {
-		w.cancels <- cancelDown{from: Planner, carrier: A2A, err: err}
+		note(w.cancels, cancelDown{from: Planner, carrier: A2A, err: err})
 		return
 	}
 	for _, d := range ds {
 		r, err := w.plannerHand.SendCancel(ctx, d.Hop.Hop, d.Cancel)
-		w.cancels <- cancelDown{from: Planner, carrier: A2A, hop: d.Hop.Hop, a2a: r, err: err}
+		note(w.cancels, cancelDown{from: Planner, carrier: A2A, hop: d.Hop.Hop, a2a: r, err: err})
 	}
 }
 
@@ -294,7 +308,7 @@ func (w *World) cancelDownA2A(ctx context.Context, offer handoff.Digest) {
 func (w *World) cancelDownMCP(ctx context.Context, offer handoff.Digest) {
 	ds, err := w.coderDl.CancelDown(ctx, offer)
 	if err != nil {
-		w.cancels <- cancelDown{from: Coder, carrier: MCP, err: err}
+		note(w.cancels, cancelDown{from: Coder, carrier: MCP, err: err})
 		return
 	}
 	for _, d := range ds {
@@ -302,6 +316,6 @@ func (w *World) cancelDownMCP(ctx context.Context, offer handoff.Digest) {
 		// (CancelDown's d.Cancel): Cancel signs "canceled" for the hop
 		// again, which the tracker records the same way.
 		_, err := w.coderMCP.Cancel(ctx, w.coderSess, d.Hop.Hop)
-		w.cancels <- cancelDown{from: Coder, carrier: MCP, hop: d.Hop.Hop, err: err}
+		note(w.cancels, cancelDown{from: Coder, carrier: MCP, hop: d.Hop.Hop, err: err})
 	}
 }
