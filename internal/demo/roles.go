@@ -312,10 +312,7 @@ func (w *World) cancelDownMCP(ctx context.Context, offer handoff.Digest) {
 		return
 	}
 	for _, d := range ds {
-		// mcphandoff.Client has no way to send an already signed cancel
-		// (CancelDown's d.Cancel): Cancel signs "canceled" for the hop
-		// again, which the tracker records the same way.
-		_, err := w.coderMCP.Cancel(ctx, w.coderSess, d.Hop.Hop)
+		err := w.coderMCP.SendCancel(ctx, w.coderSess, d.Hop.Hop, d.Cancel)
 		note(w.cancels, cancelDown{from: Coder, carrier: MCP, hop: d.Hop.Hop, err: err})
 	}
 }
