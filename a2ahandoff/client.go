@@ -232,6 +232,11 @@ func (c *Client) Cancel(ctx context.Context, hop string) (*Reply, error) {
 // refuses (its task already ended, say), the task is read and its
 // statuses are taken in, since its final status may have crossed the
 // cancel; the error is returned with that reply.
+//
+// The client learns a hop's task id only from a reply, so a hop whose
+// blocking send is still waiting cannot be canceled yet: an agent that may
+// have to pass a cancel down sends non-blocking
+// (a2a.MessageSendConfig{Blocking: new(false)}) and follows with Poll.
 func (c *Client) SendCancel(ctx context.Context, hop string, cancel handoff.Element) (*Reply, error) {
 	task, err := c.taskOf(hop)
 	if err != nil {
