@@ -291,11 +291,36 @@ func encodeDecides(tree func() (*wire.Map, error), decode func([]byte) error, en
 	return decode(b) == nil, true
 }
 
+// sameAsTree fails unless write gives the octets the tree encoder gives
+// (when that encodes at all).
+func sameAsTree(t *testing.T, what string, enc Encoding, tree func() (*wire.Map, error), write func(Encoding) ([]byte, error)) {
+	t.Helper()
+	tr, err := tree()
+	if err != nil {
+		return
+	}
+	want, err := encodeTree(tr, enc)
+	if err != nil {
+		return
+	}
+	got, err := write(enc)
+	if err != nil || !bytes.Equal(got, want) {
+		t.Fatalf("%v: %s write gives %q (%v), the tree encoder %q", enc, what, got, err, want)
+	}
+}
+
 // checkEncodeCheck compares check with decoding what was encoded, for an
-// offer and a status built from the same fields.
+// offer and a status built from the same fields, and, where check passes,
+// write with the tree encoder.
 func checkEncodeCheck(t *testing.T, o *Offer, s *Status) {
 	t.Helper()
 	for _, enc := range []Encoding{JSON, CBOR} {
+		if o.check() == nil {
+			sameAsTree(t, "offer", enc, o.tree, o.write)
+		}
+		if s.check() == nil {
+			sameAsTree(t, "status", enc, s.tree, s.write)
+		}
 		if fits, ok := encodeDecides(o.tree, func(b []byte) error { _, err := DecodeOffer(b, enc); return err }, enc); ok {
 			err := o.check()
 			if err != errCheckByDecoding && (err == nil) != fits {
@@ -318,6 +343,12 @@ func fieldsOffer(hop, text, alg string, val []byte, kind string, nrefs, flags ui
 	s := &Status{Offer: d, Iss: "a", Aud: text, State: State(state), Reason: Reason(text), Detail: string(bytes.Repeat([]byte{'d'}, detail))}
 	if flags&1 != 0 {
 		o.Obo = &Principal{Sub: text, Iss: text}
+		if flags&8 != 0 {
+			o.Obo.Iss = ""
+		}
+	}
+	if flags&16 != 0 {
+		o.Task, s.Reason = "", ""
 	}
 	if flags&2 != 0 {
 		o.Grant = &d
@@ -327,6 +358,9 @@ func fieldsOffer(hop, text, alg string, val []byte, kind string, nrefs, flags ui
 	}
 	for i := 0; i < int(nrefs); i++ {
 		r := ContextRef{Kind: kind, Dig: d, Loc: text}
+		if flags&32 != 0 {
+			r.Loc = ""
+		}
 		o.Refs = append(o.Refs, r)
 		s.Refs = append(s.Refs, r)
 	}
@@ -346,6 +380,9 @@ func TestEncodeCheckMatchesDecoding(t *testing.T) {
 		offerOK, statusOK    bool
 	}{
 		{"all fine", hop, "t", AlgSHA256, KindDigest, sha, 2, 7, "completed", 10, true, true},
+		{"escapes", hop, "\"\\/\x00\x1f\x7f\b\t\n\f\r<>&\u2028é😀", AlgSHA256, KindDigest, sha, 2, 7, "failed", 10, true, true},
+		{"optional members empty", hop, "t", AlgSHA256, KindDigest, sha, 2, 1 | 8 | 16 | 32, "rejected", 0, true, true},
+		{"times beyond int64", hop, "t", AlgSHA256, KindDigest, sha, 0, 0, "accepted", 0, true, true},
 		{"hop of 15 octets", "AAAAAAAAAAAAAAAAAAAA", "t", AlgSHA256, KindDigest, sha, 0, 0, "accepted", 0, false, true},
 		{"hop not base64url", hop + "=", "t", AlgSHA256, KindDigest, sha, 0, 0, "accepted", 0, false, true},
 		{"hop with non-canonical bits", "AAAAAAAAAAAAAAAAAAAAAB", "t", AlgSHA256, KindDigest, sha, 0, 0, "accepted", 0, false, true},
