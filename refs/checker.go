@@ -23,11 +23,13 @@ import (
 // verified the offer is rejected: "ref-mismatch" for a mismatch,
 // "unverifiable-ref" otherwise.
 //
-// A reference that is not required is checked only when everything its
-// check needs is already at hand (octets or salt the host supplied, or for
+// A reference that is not required is checked only when what its check
+// needs is already at hand (octets the host supplied, or for
 // "learnlog-head" its proof and a trust configuration); it is never
 // fetched, and its outcome, whatever it is, never rejects the offer. When
-// nothing was at hand it is "not-checked".
+// nothing was at hand (a salt without its octets is not enough) it is
+// "not-checked". A kind this package has no check for is "unverifiable",
+// required or not.
 type Policy struct {
 	RequireAll        bool
 	RequireKinds      []string // kinds as written: "digest", "learnlog-head", an absolute URI, ...
@@ -199,7 +201,7 @@ func (c *Checker) checkOne(ctx context.Context, i int, r handoff.ContextRef, sen
 		if r.Dig.Alg != handoff.AlgSHA256 {
 			return handoff.RefUnverifiable, false, fmt.Errorf("%w: %q", ErrUnsupportedAlg, r.Dig.Alg)
 		}
-		return c.checkDigest(ctx, i, r, sender, x, salted)
+		return c.checkDigest(ctx, i, r, sender, x, salted, required)
 	case handoff.KindLearnlogHead:
 		if !required && (r.Proof == nil || c.p.Keys == nil) {
 			return handoff.RefNotChecked, false, nil
@@ -242,9 +244,10 @@ func (c *Checker) checkOne(ctx context.Context, i int, r handoff.ContextRef, sen
 		}
 		return out, fetched, err
 	}
-	if !required {
-		return handoff.RefNotChecked, false, nil
-	}
+	// Any other kind: this package has no check for it, so it is
+	// "unverifiable" (issue 5: "unknown kinds are 'unverifiable' and
+	// reported as such") whether or not policy requires it; only a
+	// required one rejects (Findings.Err).
 	if !handoff.IsAbsoluteURI(r.Kind) {
 		return handoff.RefUnverifiable, false, fmt.Errorf("%w: %q is neither a listed kind nor an absolute URI", ErrUnsupportedKind, r.Kind)
 	}
@@ -252,8 +255,10 @@ func (c *Checker) checkOne(ctx context.Context, i int, r handoff.ContextRef, sen
 }
 
 // checkDigest checks a "digest" or "salted-digest" reference with a sha-256
-// dig: octets by index, else an Object by digest, else fetched from loc.
-func (c *Checker) checkDigest(ctx context.Context, i int, r handoff.ContextRef, sender string, x *index, salted bool) (handoff.RefOutcome, bool, error) {
+// dig: octets by index, else an Object by digest, else, only when required,
+// fetched from loc. A reference that is not required is never fetched: with
+// only its salt at hand (no octets) it is not checked.
+func (c *Checker) checkDigest(ctx context.Context, i int, r handoff.ContextRef, sender string, x *index, salted, required bool) (handoff.RefOutcome, bool, error) {
 	salt, haveSalt := x.salt(i)
 	switch {
 	case salted && haveSalt && len(salt) < MinSaltSize:
@@ -268,6 +273,11 @@ func (c *Checker) checkDigest(ctx context.Context, i int, r handoff.ContextRef, 
 			// The object's hash was computed when the material was indexed
 			// and equals dig: that is the check.
 			return handoff.RefVerified, false, nil
+		}
+		if !required {
+			// Policy does not require it: never fetched (FetchPolicy),
+			// so with no octets at hand there is nothing to check.
+			return handoff.RefNotChecked, false, nil
 		}
 		if salted && !haveSalt {
 			// Without the salt no octets can be checked; do not fetch.

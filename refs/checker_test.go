@@ -84,10 +84,13 @@ func TestCheckOutcomes(t *testing.T) {
 		{"salted, as a plain object", "salted-digest", all, salted, &Material{Objects: []Object{{Octets: prompt}}}, handoff.RefUnverifiable, ErrNoSalt},
 		{"salted, by object", "salted-digest", all, salted, &Material{Objects: []Object{{Octets: prompt, Salt: salt}}}, handoff.RefVerified, nil},
 		{"salted, object with short salt", "salt >= 16 octets", all, salted, &Material{Objects: []Object{{Octets: prompt, Salt: salt[:8]}}}, handoff.RefUnverifiable, ErrNoSalt},
-		{"salted, only salt at hand, not required", "checked when at hand", none, salted, &Material{Salts: at(salt)}, handoff.RefUnverifiable, ErrNoOctets},
+		{"salted, only salt at hand, not required", "not required: never fetched, a salt alone is nothing to check", none, salted, &Material{Salts: at(salt)}, handoff.RefNotChecked, nil},
+		{"salted, only salt at hand, required", "could not obtain the object", all, salted, &Material{Salts: at(salt)}, handoff.RefUnverifiable, ErrNoOctets},
 		{"absolute-URI kind, required", "unknown kinds are unverifiable", all, uriKind, &Material{Octets: at(prompt)}, handoff.RefUnverifiable, ErrUnsupportedKind},
-		{"absolute-URI kind, not required", "not checked", none, uriKind, &Material{Octets: at(prompt)}, handoff.RefNotChecked, nil},
+		{"absolute-URI kind, not required", "unknown kinds are unverifiable and reported as such", none, uriKind, &Material{Octets: at(prompt)}, handoff.RefUnverifiable, ErrUnsupportedKind},
+		{"absolute-URI kind, not required, nothing at hand", "unknown kinds are unverifiable and reported as such", none, uriKind, nil, handoff.RefUnverifiable, ErrUnsupportedKind},
 		{"kind that is no URI, required", "other kinds MUST be absolute URIs", all, badKind, nil, handoff.RefUnverifiable, ErrUnsupportedKind},
+		{"kind that is no URI, not required", "unknown kinds are unverifiable and reported as such", none, badKind, nil, handoff.RefUnverifiable, ErrUnsupportedKind},
 		{"learnlog-head, no trust", "signed by a trusted producer", Policy{RequireAll: true}, head, nil, handoff.RefUnverifiable, ErrNoTrust},
 		{"learnlog-head, no proof, not required", "not checked", none, head, nil, handoff.RefNotChecked, nil},
 		{"learnlog-head, bogus proof, required", "never verified without the check", all, headProof, nil, "", nil},
@@ -160,8 +163,12 @@ func TestRequiredBy(t *testing.T) {
 				if f.Required != tc.want[i] {
 					t.Errorf("refs[%d] required = %v, want %v", i, f.Required, tc.want[i])
 				}
-				if !f.Required && f.Outcome != handoff.RefNotChecked {
+				// An unknown kind is unverifiable whether or not required.
+				if !f.Required && f.Outcome != handoff.RefNotChecked && refs[i].Kind != u.Kind {
 					t.Errorf("refs[%d]: not required, nothing at hand: %s, want not-checked", i, f.Outcome)
+				}
+				if refs[i].Kind == u.Kind && f.Outcome != handoff.RefUnverifiable {
+					t.Errorf("refs[%d]: unknown kind: %s, want unverifiable", i, f.Outcome)
 				}
 				if f.Required && f.Outcome != handoff.RefUnverifiable {
 					t.Errorf("refs[%d]: required, nothing at hand: %s, want unverifiable", i, f.Outcome)
@@ -277,7 +284,10 @@ func TestReceiveStep7(t *testing.T) {
 			&Material{Octets: map[int][]byte{0: prompt, 1: prompt}, Salts: map[int][]byte{1: salt}},
 			handoff.Accepted, "", []handoff.RefOutcome{handoff.RefMismatch, handoff.RefVerified}},
 		{"nothing required nothing supplied", Policy{}, []handoff.ContextRef{d, s, u}, nil,
-			handoff.Accepted, "", []handoff.RefOutcome{handoff.RefNotChecked, handoff.RefNotChecked, handoff.RefNotChecked}},
+			handoff.Accepted, "", []handoff.RefOutcome{handoff.RefNotChecked, handoff.RefNotChecked, handoff.RefUnverifiable}},
+		{"unknown kind not required: unverifiable, accepted", Policy{}, []handoff.ContextRef{u},
+			&Material{Octets: map[int][]byte{0: task}},
+			handoff.Accepted, "", []handoff.RefOutcome{handoff.RefUnverifiable}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

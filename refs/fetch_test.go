@@ -211,13 +211,43 @@ func TestFetchPrivateByName(t *testing.T) {
 	}
 }
 
-// TestNotRequiredNeverFetched: only a required reference is fetched.
+// TestNotRequiredNeverFetched: only a required reference is fetched
+// (FetchPolicy; draft "Resource Use"): a reference policy does not require
+// is not fetched from its loc even when some of its material (a salt) is
+// at hand, and the server is never reached.
 func TestNotRequiredNeverFetched(t *testing.T) {
 	s := newServer(t, false, serveObject)
+	salted, salt := mustSalted(t, object, s.URL+"/obj")
+	plain := NewDigestRef(object, s.URL+"/obj")
+	tests := []struct {
+		name string
+		rule string
+		ref  handoff.ContextRef
+		m    *Material
+	}{
+		{"digest, nothing at hand", "not required: never fetched", plain, nil},
+		{"salted-digest, nothing at hand", "not required: never fetched", salted, nil},
+		{"salted-digest, only its salt at hand", "not required: never fetched, a salt alone is nothing to check", salted, &Material{Salts: map[int][]byte{0: salt}}},
+		{"salted-digest, salt at hand, other objects supplied", "not required: never fetched", salted, &Material{Salts: map[int][]byte{0: salt}, Objects: []Object{{Octets: []byte("other")}}}},
+	}
 	c := mustChecker(t, Policy{Fetch: fetchPolicy(s.host())})
-	fs := c.CheckRefs(context.Background(), delegator, []handoff.ContextRef{NewDigestRef(object, s.URL+"/obj")}, nil)
-	if fs[0].Outcome != handoff.RefNotChecked || s.hits.Load() != 0 {
-		t.Fatalf("outcome %s, %d requests", fs[0].Outcome, s.hits.Load())
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			fs := c.CheckRefs(context.Background(), delegator, []handoff.ContextRef{tc.ref}, tc.m)
+			if f := fs[0]; f.Outcome != handoff.RefNotChecked || f.Fetched || f.Err != nil || fs.Err() != nil {
+				t.Fatalf("%s: outcome %s fetched %v (%v), want not-checked", tc.rule, f.Outcome, f.Fetched, f.Err)
+			}
+			if n := s.hits.Load(); n != 0 {
+				t.Fatalf("%s: the server got %d requests", tc.rule, n)
+			}
+		})
+	}
+	// The same reference, required, is fetched: the server is reachable,
+	// so the zero hits above are the policy's doing.
+	fs := mustChecker(t, Policy{RequireAll: true, Fetch: fetchPolicy(s.host())}).
+		CheckRefs(context.Background(), delegator, []handoff.ContextRef{salted}, &Material{Salts: map[int][]byte{0: salt}})
+	if fs[0].Outcome != handoff.RefVerified || !fs[0].Fetched || s.hits.Load() != 1 {
+		t.Fatalf("required: outcome %s fetched %v (%v), %d requests", fs[0].Outcome, fs[0].Fetched, fs[0].Err, s.hits.Load())
 	}
 }
 
