@@ -155,7 +155,8 @@ func (r *Reader) Map() {
 // Key reads the next member's key, or the end of the map, when it returns
 // false. A key that is not text fails.
 func (r *Reader) Key() (string, bool) {
-	if r.fail {
+	if r.fail || r.n == 0 {
+		r.fail = true
 		return "", false
 	}
 	top := &r.open[r.n-1]
@@ -242,7 +243,8 @@ func (r *Reader) Array() {
 // More reports whether the array has another element, and reads the end
 // of the array when it has not.
 func (r *Reader) More() bool {
-	if r.fail {
+	if r.fail || r.n == 0 {
+		r.fail = true
 		return false
 	}
 	top := &r.open[r.n-1]
