@@ -42,7 +42,10 @@ type FetchPolicy struct {
 	// and an allowed scheme, never from https to http); default 3.
 	MaxRedirects int
 	// AllowPrivate permits connecting to loopback, private, link-local,
-	// shared (CGNAT), unspecified and multicast addresses. Off by default;
+	// site-local, shared (CGNAT), unspecified, multicast, documentation
+	// and reserved addresses, and to IPv6 forms that embed or tunnel to an
+	// IPv4 address (IPv4-compatible, IPv4-translated, NAT64, Teredo; 6to4
+	// is judged by the IPv4 address it embeds). Off by default;
 	// the address is checked when the connection is made, after name
 	// resolution, so a name that resolves (or is rebound) to such an
 	// address is refused too.
@@ -122,20 +125,50 @@ func newFetcher(p FetchPolicy) (*fetcher, error) {
 
 // blockedPrefixes are the ranges netip's predicates do not cover.
 var blockedPrefixes = []netip.Prefix{
-	netip.MustParsePrefix("0.0.0.0/8"),     // "this network"
-	netip.MustParsePrefix("100.64.0.0/10"), // shared address space (CGNAT)
-	netip.MustParsePrefix("192.0.0.0/24"),  // IETF protocol assignments
-	netip.MustParsePrefix("198.18.0.0/15"), // benchmarking
-	netip.MustParsePrefix("240.0.0.0/4"),   // reserved, broadcast
-	netip.MustParsePrefix("64:ff9b::/96"),  // NAT64: may reach any IPv4, private ones too
-	netip.MustParsePrefix("64:ff9b:1::/48"),
+	netip.MustParsePrefix("0.0.0.0/8"),       // "this network"
+	netip.MustParsePrefix("100.64.0.0/10"),   // shared address space (CGNAT)
+	netip.MustParsePrefix("192.0.0.0/24"),    // IETF protocol assignments
+	netip.MustParsePrefix("192.0.2.0/24"),    // documentation (TEST-NET-1)
+	netip.MustParsePrefix("198.18.0.0/15"),   // benchmarking
+	netip.MustParsePrefix("198.51.100.0/24"), // documentation (TEST-NET-2)
+	netip.MustParsePrefix("203.0.113.0/24"),  // documentation (TEST-NET-3)
+	netip.MustParsePrefix("240.0.0.0/4"),     // reserved, broadcast
+	// IPv6 forms that embed or reach an IPv4 address, so may reach a
+	// private one: refused whole (6to4 is judged by its IPv4 instead, in
+	// privateAddr).
+	netip.MustParsePrefix("::/96"),           // IPv4-compatible (deprecated), e.g. ::7f00:1
+	netip.MustParsePrefix("::ffff:0:0:0/96"), // IPv4-translated (SIIT)
+	netip.MustParsePrefix("64:ff9b::/96"),    // NAT64: may reach any IPv4, private ones too
+	netip.MustParsePrefix("64:ff9b:1::/48"),  // local-use NAT64
+	netip.MustParsePrefix("2001::/32"),       // Teredo: a tunnel to an IPv4 host
+	// IPv6 ranges that are not public unicast.
+	netip.MustParsePrefix("100::/64"),      // discard-only
+	netip.MustParsePrefix("2001:db8::/32"), // documentation
+	netip.MustParsePrefix("fec0::/10"),     // site-local (deprecated, still routed locally)
 }
+
+// globalUnicast is IPv6's global unicast space (RFC 4291 section 2.4).
+var globalUnicast = netip.MustParsePrefix("2000::/3")
+
+// sixToFour is 2002::/16, whose next 32 bits are an IPv4 address.
+var sixToFour = netip.MustParsePrefix("2002::/16")
 
 // privateAddr reports whether a is not a public unicast address.
 func privateAddr(a netip.Addr) bool {
 	a = a.Unmap()
+	if sixToFour.Contains(a) {
+		// 6to4: judged by the IPv4 address it embeds (2002:AABB:CCDD::
+		// reaches AA.BB.CC.DD through a relay).
+		b := a.As16()
+		return privateAddr(netip.AddrFrom4([4]byte(b[2:6])))
+	}
 	if a.IsLoopback() || a.IsPrivate() || a.IsLinkLocalUnicast() || a.IsLinkLocalMulticast() ||
 		a.IsInterfaceLocalMulticast() || a.IsMulticast() || a.IsUnspecified() || !a.IsValid() {
+		return true
+	}
+	if a.Is6() && !globalUnicast.Contains(a) {
+		// Outside 2000::/3 IPv6 is reserved or unassigned, nothing a
+		// public object is served from.
 		return true
 	}
 	for _, p := range blockedPrefixes {
@@ -178,6 +211,12 @@ func (f *fetcher) checkRedirect(req *http.Request, via []*http.Request) error {
 	switch {
 	case len(via) > f.p.MaxRedirects:
 		return fmt.Errorf("%w: more than %d redirects", ErrRedirect, f.p.MaxRedirects)
+	case req.URL.User != nil:
+		// As for loc itself: a redirect must not make this receiver send
+		// credentials the sender chose.
+		bare := *req.URL
+		bare.User = nil // never repeat them, not even in an error
+		return fmt.Errorf("%w: redirect to %q carries credentials", ErrRedirect, bare.String())
 	case !strings.EqualFold(req.URL.Host, first.Host):
 		return fmt.Errorf("%w: redirect from host %q to another host %q", ErrRedirect, first.Host, req.URL.Host)
 	case !f.schemeAllowed(req.URL.Scheme):
@@ -235,8 +274,13 @@ func (f *fetcher) fetch(ctx context.Context, loc, sender string) ([]byte, error)
 	return b, nil
 }
 
-// classify keeps a safeguard's own error and names a timeout as one.
+// classify keeps a safeguard's own error and names a timeout as one. The
+// client's *url.Error is replaced by loc: it names the URL last requested,
+// which for a refused redirect may carry credentials.
 func (f *fetcher) classify(loc string, err error) error {
+	if ue, ok := err.(*url.Error); ok {
+		err = fmt.Errorf("GET %s: %w", loc, ue.Err)
+	}
 	for _, s := range []error{ErrPrivateAddress, ErrRedirect, ErrSchemeNotAllowed} {
 		if errors.Is(err, s) {
 			return err

@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"net/netip"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -139,7 +140,8 @@ func TestFetchSafeguards(t *testing.T) {
 	slow := make(chan struct{})
 	t.Cleanup(func() { close(slow) })
 	other := newServer(t, false, serveObject)
-	s := newServer(t, false, func(w http.ResponseWriter, r *http.Request) {
+	var s *server
+	s = newServer(t, false, func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case "/big":
 			w.Write(bytes.Repeat([]byte("x"), capSize+1))
@@ -153,8 +155,35 @@ func TestFetchSafeguards(t *testing.T) {
 			case <-r.Context().Done():
 			case <-slow:
 			}
+		case "/slow-body":
+			// Headers and a first octet at once, then the body trickles:
+			// the timeout bounds the whole fetch, not only the headers.
+			w.Header().Set("Content-Length", "512")
+			w.Write([]byte("x"))
+			w.(http.Flusher).Flush()
+			tick := time.NewTicker(20 * time.Millisecond)
+			defer tick.Stop()
+			for range 511 {
+				select {
+				case <-r.Context().Done():
+					return
+				case <-slow:
+					return
+				case <-tick.C:
+					w.Write([]byte("x"))
+					w.(http.Flusher).Flush()
+				}
+			}
 		case "/elsewhere":
 			http.Redirect(w, r, other.URL+"/obj", http.StatusFound)
+		case "/loop":
+			// An endless chain of same-host redirects.
+			n, _ := strconv.Atoi(r.URL.Query().Get("n"))
+			http.Redirect(w, r, "/loop?n="+strconv.Itoa(n+1), http.StatusFound)
+		case "/credentials":
+			u, _ := url.Parse(s.URL + "/obj")
+			u.User = url.UserPassword("user", "secret")
+			http.Redirect(w, r, u.String(), http.StatusFound)
 		default:
 			serveObject(w, r)
 		}
@@ -171,8 +200,11 @@ func TestFetchSafeguards(t *testing.T) {
 	}{
 		{"size cap, announced", "size cap", func() FetchPolicy { p := fetchPolicy(both...); p.MaxSize = capSize; return p }, delegator, "/big", ErrTooLarge, true},
 		{"size cap, streamed", "size cap", func() FetchPolicy { p := fetchPolicy(both...); p.MaxSize = capSize; return p }, delegator, "/big-chunked", ErrTooLarge, true},
-		{"timeout", "timeout", func() FetchPolicy { p := fetchPolicy(both...); p.Timeout = 200 * time.Millisecond; return p }, delegator, "/slow", ErrTimeout, true},
+		{"timeout, no headers", "timeout", func() FetchPolicy { p := fetchPolicy(both...); p.Timeout = 200 * time.Millisecond; return p }, delegator, "/slow", ErrTimeout, true},
+		{"timeout, slow body", "timeout", func() FetchPolicy { p := fetchPolicy(both...); p.Timeout = 300 * time.Millisecond; return p }, delegator, "/slow-body", ErrTimeout, true},
 		{"redirect to another host", "no redirects to other hosts", func() FetchPolicy { return fetchPolicy(both...) }, delegator, "/elsewhere", ErrRedirect, true},
+		{"more than MaxRedirects redirects", "redirects bounded", func() FetchPolicy { p := fetchPolicy(both...); p.MaxRedirects = 2; return p }, delegator, "/loop", ErrRedirect, true},
+		{"redirect adding credentials", "no credentials in loc", func() FetchPolicy { return fetchPolicy(both...) }, delegator, "/credentials", ErrRedirect, true},
 		{"scheme not allowed (default https only)", "allowlist of schemes", func() FetchPolicy { p := fetchPolicy(both...); p.Schemes = nil; return p }, delegator, "/obj", ErrSchemeNotAllowed, false},
 		{"host not allowed", "allowlist of hosts", func() FetchPolicy { return fetchPolicy(other.host()) }, delegator, "/obj", ErrHostNotAllowed, false},
 		{"host allowlist empty by default", "allowlist of hosts", func() FetchPolicy { return fetchPolicy() }, delegator, "/obj", ErrHostNotAllowed, false},
@@ -190,6 +222,70 @@ func TestFetchSafeguards(t *testing.T) {
 			}
 			if other.hits.Load() != beforeOther {
 				t.Fatalf("%s: the other host was reached", tc.rule)
+			}
+		})
+	}
+}
+
+// TestFetchRedirectLimits checks the redirect safeguards one by one, each
+// by its own message so that no other safeguard stands in for it: at most
+// MaxRedirects redirects are followed (the server sees exactly
+// MaxRedirects+1 requests), never from https down to http, and never to a
+// URL that carries credentials.
+func TestFetchRedirectLimits(t *testing.T) {
+	var plain, tlsS *server
+	handler := func(self **server) http.HandlerFunc {
+		return func(w http.ResponseWriter, r *http.Request) {
+			switch r.URL.Path {
+			case "/loop":
+				n, _ := strconv.Atoi(r.URL.Query().Get("n"))
+				http.Redirect(w, r, "/loop?n="+strconv.Itoa(n+1), http.StatusFound)
+			case "/down":
+				// The same host and port, http: only the scheme changes.
+				http.Redirect(w, r, "http://"+(*self).host()+"/obj", http.StatusFound)
+			case "/credentials":
+				u, _ := url.Parse((*self).URL + "/obj")
+				u.User = url.User("token")
+				http.Redirect(w, r, u.String(), http.StatusFound)
+			default:
+				serveObject(w, r)
+			}
+		}
+	}
+	plain = newServer(t, false, handler(&plain))
+	tlsS = newServer(t, true, handler(&tlsS))
+	roots := tlsS.Client().Transport.(*http.Transport).TLSClientConfig.RootCAs
+	tests := []struct {
+		name     string
+		rule     string
+		s        *server
+		path     string
+		max      int
+		wantMsg  string
+		wantHits int64
+	}{
+		{"more than MaxRedirects (1)", "redirects bounded", plain, "/loop", 1, "more than 1 redirects", 2},
+		{"more than MaxRedirects (3, default)", "redirects bounded", plain, "/loop", 0, "more than 3 redirects", 4},
+		{"https down to http", "never from https to http", tlsS, "/down", 0, "redirect from https to http", 1},
+		{"credentials added, http", "no credentials in loc", plain, "/credentials", 0, "carries credentials", 1},
+		{"credentials added, https", "no credentials in loc", tlsS, "/credentials", 0, "carries credentials", 1},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			fp := fetchPolicy(tc.s.host())
+			fp.MaxRedirects = tc.max
+			fp.RootCAs = roots
+			before := tc.s.hits.Load()
+			f := checkFetch(t, fp, delegator, tc.s.URL+tc.path, object)
+			wantRefused(t, f, ErrRedirect)
+			if !strings.Contains(f.Err.Error(), tc.wantMsg) {
+				t.Fatalf("%s: error %v does not say %q", tc.rule, f.Err, tc.wantMsg)
+			}
+			if strings.Contains(f.Err.Error(), "token") {
+				t.Fatalf("%s: error %v shows the credentials", tc.rule, f.Err)
+			}
+			if got := tc.s.hits.Load() - before; got != tc.wantHits {
+				t.Fatalf("%s: the server got %d requests, want %d", tc.rule, got, tc.wantHits)
 			}
 		})
 	}
@@ -251,19 +347,37 @@ func TestNotRequiredNeverFetched(t *testing.T) {
 	}
 }
 
+// TestPrivateAddr checks the private-address safeguard (draft "Resource
+// Use": no private-address targets unless allowed) on each range, IPv6
+// forms that embed an IPv4 address included.
 func TestPrivateAddr(t *testing.T) {
 	for _, tc := range []struct {
 		addr    string
 		private bool
+		rule    string
 	}{
-		{"127.0.0.1", true}, {"10.1.2.3", true}, {"172.16.0.1", true}, {"192.168.1.1", true},
-		{"169.254.169.254", true}, {"100.64.0.1", true}, {"0.0.0.0", true}, {"255.255.255.255", true},
-		{"224.0.0.1", true}, {"::1", true}, {"::", true}, {"fe80::1", true}, {"fd00::1", true},
-		{"::ffff:127.0.0.1", true}, {"::ffff:10.0.0.1", true}, {"64:ff9b::a00:1", true},
-		{"93.184.216.34", false}, {"2606:4700::1111", false}, {"::ffff:93.184.216.34", false},
+		{"127.0.0.1", true, "loopback"}, {"10.1.2.3", true, "private"}, {"172.16.0.1", true, "private"},
+		{"192.168.1.1", true, "private"}, {"169.254.169.254", true, "link-local"}, {"100.64.0.1", true, "shared (CGNAT)"},
+		{"0.0.0.0", true, "unspecified"}, {"255.255.255.255", true, "broadcast"}, {"224.0.0.1", true, "multicast"},
+		{"192.0.2.1", true, "documentation"}, {"198.51.100.1", true, "documentation"}, {"203.0.113.1", true, "documentation"},
+		{"::1", true, "loopback"}, {"::", true, "unspecified"}, {"fe80::1", true, "link-local"}, {"fd00::1", true, "unique local"},
+		{"::ffff:127.0.0.1", true, "IPv4-mapped loopback"}, {"::ffff:10.0.0.1", true, "IPv4-mapped private"},
+		{"64:ff9b::a00:1", true, "NAT64"}, {"64:ff9b:1::1", true, "local-use NAT64"},
+		{"::7f00:1", true, "IPv4-compatible loopback"}, {"::a00:1", true, "IPv4-compatible private"},
+		{"::5db8:d822", true, "IPv4-compatible, any (deprecated form)"},
+		{"::ffff:0:7f00:1", true, "IPv4-translated loopback"}, {"::ffff:0:5db8:d822", true, "IPv4-translated, any"},
+		{"fec0::1", true, "site-local"}, {"feff::1", true, "site-local"},
+		{"2002:7f00:1::", true, "6to4 embedding loopback"}, {"2002:a00:1::1", true, "6to4 embedding private"},
+		{"2002:a9fe:a9fe::", true, "6to4 embedding link-local"}, {"2002::", true, "6to4 embedding unspecified"},
+		{"100::1", true, "discard-only"}, {"2001::1", true, "Teredo"}, {"2001:0:4136:e378::1", true, "Teredo"},
+		{"2001:db8::1", true, "documentation"},
+		{"93.184.216.34", false, "public"}, {"2606:4700::1111", false, "public"}, {"::ffff:93.184.216.34", false, "IPv4-mapped public"},
+		{"2002:5db8:d822::1", false, "6to4 embedding a public IPv4"}, {"2001:4860:4860::8888", false, "public, beside Teredo"},
+		{"101::1", true, "reserved, outside global unicast 2000::/3"}, {"4000::1", true, "reserved, outside global unicast 2000::/3"},
+		{"2001:db9::1", false, "public, beside documentation"}, {"2c0f:fb50::1", false, "public, top of 2000::/3"},
 	} {
 		if got := privateAddr(netip.MustParseAddr(tc.addr)); got != tc.private {
-			t.Errorf("privateAddr(%s) = %v, want %v", tc.addr, got, tc.private)
+			t.Errorf("%s: privateAddr(%s) = %v, want %v", tc.rule, tc.addr, got, tc.private)
 		}
 	}
 }
