@@ -350,3 +350,50 @@ func TestConcurrentOpenMigratesOnce(t *testing.T) {
 		}
 	}
 }
+
+// Concurrent claims share a group commit (one transaction, one multi-row
+// insert). A claim PostgreSQL refuses (an iss that is not UTF-8) must fail
+// alone: every other claim of its batch is still stored and answered as
+// its own (Claim: "one atomic step" per record).
+func TestGroupCommitBadClaimFailsAlone(t *testing.T) {
+	s := fresh(t)
+	const n = 32
+	for round := range 3 {
+		start := make(chan struct{})
+		errs := make([]error, n)
+		stored := make([]bool, n)
+		recs := make([]*store.Record, n)
+		var wg sync.WaitGroup
+		for i := range n {
+			recs[i] = storetest.NewRecord(fmt.Sprintf("batch-%d-%d", round, i), store.Accepted, i)
+			if i == n/2 {
+				recs[i].Iss = "bad\xffiss"
+			}
+			r := *recs[i]
+			wg.Go(func() {
+				<-start
+				_, stored[i], errs[i] = s.Claim(t.Context(), &r)
+			})
+		}
+		close(start)
+		wg.Wait()
+		for i := range n {
+			if i == n/2 {
+				if errs[i] == nil {
+					t.Errorf("round %d: the claim with a non-UTF-8 iss succeeded", round)
+				}
+				continue
+			}
+			if errs[i] != nil || !stored[i] {
+				t.Errorf("round %d: claim %d beside a bad one: stored %v, error %v", round, i, stored[i], errs[i])
+				continue
+			}
+			got, err := s.Get(t.Context(), recs[i].Iss, recs[i].Hop)
+			if err != nil {
+				t.Errorf("round %d: Get %d: %v", round, i, err)
+			} else if d := storetest.DiffRecord(got, recs[i]); d != nil {
+				t.Errorf("round %d: record %d:\n\t%s", round, i, strings.Join(d, "\n\t"))
+			}
+		}
+	}
+}

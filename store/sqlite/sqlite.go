@@ -74,7 +74,13 @@ CREATE TABLE issued (
 );
 CREATE INDEX issued_work ON issued (work, resolved);
 CREATE INDEX issued_prev ON issued (prev);
-CREATE INDEX issued_due ON issued (resolved, next_ask)`},
+CREATE INDEX issued_due ON issued (resolved, next_ask)`,
+		// 3: the keep_until index goes. Every claim wrote it (one more page
+		// per commit, a third of the hop record's writes), and it never
+		// narrowed a sweep: terminal hops stay for the retention period
+		// (hours) past keep_until (minutes), so nearly every row is past
+		// keep_until and a sweep reads them all either way.
+		`DROP INDEX IF EXISTS hops_keep_until`},
 }
 
 // DSN returns the driver's data source name for a database file: WAL,

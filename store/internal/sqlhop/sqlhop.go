@@ -7,6 +7,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -36,9 +37,9 @@ type Dialect struct {
 	// (PostgreSQL: COLLATE "C"; SQLite's default is already bytewise).
 	ByteOrder string
 	// GroupCommit funnels claims through one writer that commits all the
-	// claims waiting at that moment in one transaction: many callers, one
-	// fsync. For SQLite, where writers queue for one lock anyway. A claim
-	// still returns only after its own commit.
+	// claims waiting at that moment in one transaction (one multi-row
+	// insert-if-absent): many callers, one commit, one fsync. A claim
+	// still returns only after its own commit, with its own answer.
 	GroupCommit bool
 }
 
@@ -49,7 +50,9 @@ type DB struct {
 	q      queries
 	closed atomic.Bool
 
-	claims chan claimReq // GroupCommit: to the writer
+	claim  *sql.Stmt            // the single insert-if-absent
+	claims chan claimReq        // GroupCommit: to the writer
+	multi  [maxBatch + 1]string // the writer's multi-row claims, by size
 	stop   chan struct{}
 	done   chan struct{}
 }
@@ -79,6 +82,8 @@ type queries struct {
 }
 
 const hopCols = `iss, hop, digest_alg, digest, offer, offer_form, state, status, status_form, canceled, equivocated, received, keep_until, decided`
+
+const hopColCount = 14
 
 func (d Dialect) bind(q string) string {
 	if !d.Dollar {
@@ -123,6 +128,10 @@ func Open(ctx context.Context, db *sql.DB, d Dialect, now time.Time) (*DB, error
 		forget:       b(`DELETE FROM hops`),
 		setSince:     b(`UPDATE meta SET v = ? WHERE k = 'since'`),
 		getForUpdate: b(`SELECT ` + hopCols + ` FROM hops WHERE iss = ? AND hop = ? ` + d.ForUpdate),
+	}
+	var err error
+	if s.claim, err = db.PrepareContext(ctx, s.q.claim); err != nil {
+		return nil, fmt.Errorf("store: prepare claim: %w", err)
 	}
 	if d.GroupCommit {
 		s.claims, s.stop, s.done = make(chan claimReq, 1024), make(chan struct{}), make(chan struct{})
@@ -170,36 +179,138 @@ func (s *DB) commitBatch(batch []claimReq) {
 	if len(batch) == 1 {
 		// Alone: one autocommit statement, no BEGIN and COMMIT round trips.
 		req := batch[0]
-		rec, stored, err := s.claimIn(req.ctx, s.db, req.r)
+		rec, stored, err := s.claimOne(req.ctx, req.r)
 		req.reply <- claimRes{rec, stored, err}
 		return
 	}
 	results := make([]claimRes, len(batch))
-	err := func() error {
-		tx, err := s.db.BeginTx(context.Background(), nil)
-		if err != nil {
-			return err
-		}
-		defer tx.Rollback()
-		for i, req := range batch {
-			if err := req.ctx.Err(); err != nil {
-				results[i].err = err // given up: not written
-				continue
-			}
-			rec, stored, err := s.claimIn(req.ctx, tx, req.r)
-			if err != nil {
-				return err
-			}
-			results[i] = claimRes{rec: rec, stored: stored}
-		}
-		return tx.Commit()
-	}()
+	committing, err := s.claimBatch(batch, results)
 	for i, req := range batch {
-		if err != nil {
+		switch {
+		case err == nil || results[i].err != nil && !committing:
+			// Committed, or given up before the batch was written.
+		case committing:
+			// The commit itself failed: whether it took effect is not
+			// known, so no claim may be retried as if it had not (a retry
+			// would find the claim's own record and call it someone
+			// else's). Each caller gets the error, as from a single
+			// statement whose commit failed.
 			results[i] = claimRes{err: fmt.Errorf("store: claim: %w", err)}
+		default:
+			// A statement failed and the batch was rolled back: nothing of
+			// it is written. One bad record (or a deadlock with another
+			// replica's batch) must not fail its neighbours, so each claim
+			// is made alone and gets its own answer.
+			rec, stored, err := s.claimOne(req.ctx, req.r)
+			results[i] = claimRes{rec, stored, err}
 		}
 		req.reply <- results[i]
 	}
+}
+
+type hopKey struct{ iss, hop string }
+
+// claimBatch claims the batch in one transaction: one multi-row
+// insert-if-absent of the distinct (iss, hop) pairs, in key order (so two
+// replicas' batches take their row locks in one order), then a read of the
+// existing record for every claim whose row was not inserted (a pair
+// already recorded, or a second claim of a pair within the batch, which
+// finds the first one's row). Each claim keeps the atomic insert-if-absent
+// of a single statement; the batch shares one commit. committing reports
+// that the error, if any, came from the commit.
+func (s *DB) claimBatch(batch []claimReq, results []claimRes) (committing bool, err error) {
+	ctx := context.Background() // each claim's context was checked; once written, it is committed
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return false, err
+	}
+	defer tx.Rollback()
+	first := make(map[hopKey]int, len(batch))
+	ins := make([]int, 0, len(batch))
+	var rest []int
+	for i, req := range batch {
+		if err := req.ctx.Err(); err != nil {
+			results[i].err = err // given up: not written
+			continue
+		}
+		k := hopKey{req.r.Iss, req.r.Hop}
+		if _, dup := first[k]; dup {
+			rest = append(rest, i)
+			continue
+		}
+		first[k] = i
+		ins = append(ins, i)
+	}
+	if len(ins) > 0 {
+		slices.SortFunc(ins, func(a, b int) int {
+			ra, rb := batch[a].r, batch[b].r
+			if c := strings.Compare(ra.Iss, rb.Iss); c != 0 {
+				return c
+			}
+			return strings.Compare(ra.Hop, rb.Hop)
+		})
+		args := make([]any, 0, hopColCount*len(ins))
+		for _, i := range ins {
+			args = append(args, claimArgs(batch[i].r)...)
+		}
+		rows, err := tx.QueryContext(ctx, s.multiClaim(len(ins)), args...)
+		if err != nil {
+			return false, err
+		}
+		inserted := make(map[hopKey]bool, len(ins))
+		for rows.Next() {
+			var k hopKey
+			if err := rows.Scan(&k.iss, &k.hop); err != nil {
+				rows.Close()
+				return false, err
+			}
+			inserted[k] = true
+		}
+		if err := rows.Close(); err != nil {
+			return false, err
+		}
+		if err := rows.Err(); err != nil {
+			return false, err
+		}
+		for _, i := range ins {
+			r := batch[i].r
+			if inserted[hopKey{r.Iss, r.Hop}] {
+				c := *r
+				results[i] = claimRes{rec: &c, stored: true}
+			} else {
+				rest = append(rest, i)
+			}
+		}
+	}
+	for _, i := range rest {
+		r := batch[i].r
+		old, err := scanHop(tx.QueryRowContext(ctx, s.q.get, r.Iss, r.Hop))
+		if err != nil {
+			return false, err
+		}
+		results[i] = claimRes{rec: old}
+	}
+	return true, tx.Commit()
+}
+
+// multiClaim returns the insert-if-absent of n records in one statement,
+// returning the keys of the rows it inserted. Only the writer calls it.
+func (s *DB) multiClaim(n int) string {
+	if q := s.multi[n]; q != "" {
+		return q
+	}
+	var b strings.Builder
+	b.WriteString(`INSERT INTO hops (` + hopCols + `) VALUES `)
+	row := "(" + strings.TrimSuffix(strings.Repeat("?,", hopColCount), ",") + ")"
+	for i := range n {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(row)
+	}
+	b.WriteString(` ON CONFLICT (iss, hop) DO NOTHING RETURNING iss, hop`)
+	s.multi[n] = s.d.bind(b.String())
+	return s.multi[n]
 }
 
 // DB returns the underlying database, for the caller's own tables.
@@ -305,7 +416,7 @@ func (s *DB) Claim(ctx context.Context, r *store.Record) (*store.Record, bool, e
 		return nil, false, errors.New("store: a claim needs iss, hop, the offer and its digest")
 	}
 	if s.claims == nil {
-		return s.claimIn(ctx, s.db, r)
+		return s.claimOne(ctx, r)
 	}
 	req := claimReq{ctx: ctx, r: r, reply: make(chan claimRes, 1)}
 	select {
@@ -321,12 +432,11 @@ func (s *DB) Claim(ctx context.Context, r *store.Record) (*store.Record, bool, e
 	return res.rec, res.stored, res.err
 }
 
-// claimIn inserts the record if absent, in ex (the database or a batch's
-// transaction), and returns the record now stored.
-func (s *DB) claimIn(ctx context.Context, ex execer, r *store.Record) (*store.Record, bool, error) {
-	res, err := ex.ExecContext(ctx, s.q.claim, r.Iss, r.Hop, r.Digest.Alg, r.Digest.Val, r.Offer, int(r.OfferForm),
-		string(r.State), r.Status, int(r.StatusForm), boolInt(r.Canceled), boolInt(r.Equivocated), nanos(r.Received),
-		nanos(r.KeepUntil), nanos(r.Decided))
+// claimOne inserts the record if absent, in one autocommit statement
+// (prepared once: SQLite parses a statement anew for every unprepared
+// Exec), and returns the record now stored.
+func (s *DB) claimOne(ctx context.Context, r *store.Record) (*store.Record, bool, error) {
+	res, err := s.claim.ExecContext(ctx, claimArgs(r)...)
 	if err != nil {
 		return nil, false, fmt.Errorf("store: claim: %w", err)
 	}
@@ -336,13 +446,20 @@ func (s *DB) claimIn(ctx context.Context, ex execer, r *store.Record) (*store.Re
 		c := *r
 		return &c, true, nil
 	}
-	old, err := scanHop(ex.QueryRowContext(ctx, s.q.get, r.Iss, r.Hop))
+	old, err := scanHop(s.db.QueryRowContext(ctx, s.q.get, r.Iss, r.Hop))
 	if errors.Is(err, store.ErrNotFound) {
 		// Swept between the insert and the read: the pair was past its
 		// keep time; report the conflict rather than guess.
 		return nil, false, fmt.Errorf("store: claim: the existing record of hop %s vanished; retry", r.Hop)
 	}
 	return old, false, err
+}
+
+// claimArgs are the values of hopCols for r.
+func claimArgs(r *store.Record) []any {
+	return []any{r.Iss, r.Hop, r.Digest.Alg, r.Digest.Val, r.Offer, int(r.OfferForm),
+		string(r.State), r.Status, int(r.StatusForm), boolInt(r.Canceled), boolInt(r.Equivocated), nanos(r.Received),
+		nanos(r.KeepUntil), nanos(r.Decided)}
 }
 
 // Get implements store.Store.
@@ -576,6 +693,7 @@ func (s *DB) Close() error {
 		close(s.stop)
 		<-s.done
 	}
+	s.claim.Close()
 	return s.db.Close()
 }
 
