@@ -53,8 +53,10 @@ import (
 //     bad-signature, which for a reference is "mismatch").
 //  5. Keys: for each producer in turn, the keys the trust configuration
 //     binds to it with the header's kid (D10); when none has that kid, the
-//     producer's keys whose thumbprint is the kid (the profile's kid is a
-//     thumbprint, while a trust file may name a key otherwise). No such key
+//     producer's keys whose thumbprint is the kid (a trust file may name a
+//     key otherwise). Either way a key is used only when its RFC 7638
+//     thumbprint equals the kid: the profile's kid is the thumbprint, so a
+//     kid that is only a trust file's label selects nothing. No such key
 //     for any producer: unverifiable (SPEC D1 untrusted-key). Keys found but
 //     none verifies the signature: mismatch (D1 bad-signature: a present,
 //     wrong signature is evidence against the reference, never mere
@@ -258,12 +260,21 @@ func quoteList(ss []string) string {
 }
 
 // producerKeys returns the keys bound to p that the kid selects: those
-// named kid, else those whose thumbprint is kid.
+// named kid, else those whose thumbprint is kid; and of those only the keys
+// whose RFC 7638 thumbprint is kid. The profile's kid is the signing key's
+// thumbprint (SPEC.md section 5), so a head whose kid is a trust file's
+// label for the key, not its thumbprint, finds no key: unverifiable, as for
+// an untrusted key (SPEC D1 untrusted-key), never verified.
 func producerKeys(keys handoff.KeySource, p, kid string) []trust.Key {
-	if ks := keys.Keys(p, kid); len(ks) > 0 {
-		return ks
-	}
 	var out []trust.Key
+	for _, k := range keys.Keys(p, kid) {
+		if k.Public != nil && trust.Thumbprint(k.Public) == kid {
+			out = append(out, k)
+		}
+	}
+	if len(out) > 0 {
+		return out
+	}
 	for _, k := range keys.Keys(p, "") {
 		if k.Public != nil && trust.Thumbprint(k.Public) == kid {
 			out = append(out, k)

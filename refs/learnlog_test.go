@@ -1,6 +1,7 @@
 package refs
 
 import (
+	"context"
 	"crypto/ecdsa"
 	"crypto/rand"
 	"crypto/sha256"
@@ -232,20 +233,70 @@ func TestLearnlogHead(t *testing.T) {
 	}
 }
 
-// A trust file may name a key by a kid of its own; the head's kid is the
-// thumbprint, which still selects it.
+// TestLearnlogHeadKidIsThumbprint: the head's kid is the signing key's RFC
+// 7638 thumbprint (SPEC.md section 5; issue 5: "ES256, kid = thumbprint").
+// A trust file may name the key by a label of its own: the thumbprint still
+// selects it, but a head whose kid is that label, not the thumbprint, is
+// not verified; it finds no key, so it is unverifiable (SPEC D1
+// untrusted-key), and rejects with unverifiable-ref when required.
 func TestLearnlogHeadKidIsThumbprint(t *testing.T) {
+	const label = "tutor-2026"
 	key := mustKey(t)
 	c := trust.New()
-	if err := c.Add(producer, trust.Key{Kid: "tutor-2026", Alg: "ES256", Public: &key.PublicKey}); err != nil {
+	if err := c.Add(producer, trust.Key{Kid: label, Alg: "ES256", Public: &key.PublicKey}); err != nil {
 		t.Fatal(err)
 	}
-	ref, err := NewLearnlogHeadRef(testHead(), key, "https://tutor.example/log/1")
+	// A second key under a label that is the first key's thumbprint: the
+	// label lookup finds it, and its thumbprint must still match.
+	other := mustKey(t)
+	c2 := trust.New()
+	if err := c2.Add(producer, trust.Key{Kid: trust.Thumbprint(&key.PublicKey), Alg: "ES256", Public: &other.PublicKey}); err != nil {
+		t.Fatal(err)
+	}
+	byThumbprint, err := NewLearnlogHeadRef(testHead(), key, "https://tutor.example/log/1")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, err := checkLearnlogHead(carry(t, ref, handoff.JSON), c, []string{producer}); got != handoff.RefVerified || err != nil {
-		t.Fatalf("%s, %v", got, err)
+	byLabel := byThumbprint
+	sh := carry(t, byThumbprint, handoff.JSON).Proof.(map[string]any)
+	p, _ := jcs.Marshal(headOf(sh))
+	sh["jws"] = signCompact(t, key, `{"alg":"ES256","kid":"`+label+`"}`, p)
+	byLabel.Proof = sh
+	if byLabel.Dig, err = LearnlogHeadDigest(sh); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		rule  string
+		keys  *trust.Config
+		ref   handoff.ContextRef
+		want  handoff.RefOutcome
+		where string
+	}{
+		{"SPEC 5: kid = thumbprint selects a key the trust file labels otherwise", c, byThumbprint, handoff.RefVerified, ""},
+		{"SPEC 5: kid = a trust-file label, not the thumbprint: no key, untrusted", c, byLabel, handoff.RefUnverifiable, `kid "` + label + `"`},
+		{"SPEC 5: a key labelled with the kid but of another thumbprint is not used", c2, byThumbprint, handoff.RefUnverifiable, "no key trusted"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.rule, func(t *testing.T) {
+			ref := carry(t, tc.ref, handoff.JSON)
+			got, err := checkLearnlogHead(ref, tc.keys, []string{producer})
+			if got != tc.want {
+				t.Fatalf("outcome %s (%v), want %s", got, err, tc.want)
+			}
+			if tc.want == handoff.RefVerified {
+				if err != nil {
+					t.Fatal(err)
+				}
+			} else if !errors.Is(err, handoff.ErrUnverifiableRef) || !strings.Contains(err.Error(), tc.where) {
+				t.Fatalf("error %v, want unverifiable naming %q", err, tc.where)
+			}
+			// Through the Checker, required: only verified passes.
+			fs := mustChecker(t, Policy{RequireAll: true, Keys: tc.keys, Producers: []string{producer}}).
+				CheckRefs(context.Background(), producer, []handoff.ContextRef{ref}, nil)
+			if fs[0].Outcome != tc.want || (fs.Err() == nil) != (tc.want == handoff.RefVerified) {
+				t.Fatalf("checker: %s, %v", fs[0].Outcome, fs.Err())
+			}
+		})
 	}
 }
 
