@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"net/url"
 	"os"
 	"strconv"
 	"strings"
@@ -25,10 +24,11 @@ func cmdRef(e env, args []string) error {
 	if len(pos) != 1 {
 		return usagef("want exactly one FILE")
 	}
-	if *loc != "" {
-		if u, err := url.Parse(*loc); err != nil || !u.IsAbs() {
-			return usagef("--loc %q is not an absolute URI", *loc)
-		}
+	// The project's RFC 3986 check, not url.Parse, which lets spaces,
+	// quotes and backslashes through. It also refuses a fragment and an
+	// IP-literal host ("[...]"), which a loc to fetch from does not need.
+	if *loc != "" && !handoff.IsAbsoluteURI(*loc) {
+		return usagef("--loc %q is not an RFC 3986 absolute URI", *loc)
 	}
 	f, err := os.Open(pos[0])
 	if err != nil {
