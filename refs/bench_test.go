@@ -2,6 +2,9 @@ package refs
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
 	"crypto/sha256"
 	"fmt"
 	"testing"
@@ -89,5 +92,45 @@ func BenchmarkCheckByObject(b *testing.B) {
 		b.Run(sizeName(n), func(b *testing.B) {
 			benchCheck(b, NewDigestRef(octets, ""), &Material{Objects: []Object{{Octets: octets}}}, n)
 		})
+	}
+}
+
+// BenchmarkP256Verify is the floor for the signed kinds: one bare ES256
+// (P-256, SHA-256) signature verification over a short message, which a
+// learnlog-head check and a SCITT receipt check each perform once.
+func BenchmarkP256Verify(b *testing.B) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		b.Fatal(err)
+	}
+	h := sha256.Sum256([]byte("a short signing input, as a head's or a receipt's is"))
+	sig, err := ecdsa.SignASN1(rand.Reader, key, h[:])
+	if err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		if !ecdsa.VerifyASN1(&key.PublicKey, h[:], sig) {
+			b.Fatal("does not verify")
+		}
+	}
+}
+
+// BenchmarkLearnlogHeadCheck checks one "learnlog-head" reference as it
+// arrives in a JSON Handoff: JCS of the proof and its SHA-256, the
+// SignedHead's shape, the JWS header, one ES256 verification and JCS of
+// the head.
+func BenchmarkLearnlogHeadCheck(b *testing.B) {
+	key := mustKey(b)
+	keys := trustFor(b, producer, &key.PublicKey)
+	r, err := NewLearnlogHeadRef(testHead(), key, "")
+	if err != nil {
+		b.Fatal(err)
+	}
+	ref := carry(b, r, handoff.JSON)
+	producers := []string{producer}
+	for b.Loop() {
+		if got, err := checkLearnlogHead(ref, keys, producers); got != handoff.RefVerified {
+			b.Fatal(err)
+		}
 	}
 }

@@ -8,7 +8,15 @@
 #   by-object / SHA-256   BenchmarkCheckByObject/SIZE  object found by digest
 #
 # Targets: <= 1.50 at 1 KiB (a fixed cost per check shows there), <= 1.05
-# at 64 KiB and 1 MiB (the hash is the cost). The benchmarks run in one
+# at 64 KiB and 1 MiB (the hash is the cost).
+#
+# The signed kinds are printed beside their own floor, one bare P-256
+# (ES256) verification, which each check performs once; these ratios have
+# no target and never fail the run (the rest is JCS, COSE decoding and
+# Merkle hashing over small inputs):
+#
+#   learnlog-head / P-256 verify   BenchmarkLearnlogHeadCheck
+#   scitt-receipt / P-256 verify   BenchmarkSCITTReceiptCheck The benchmarks run in one
 # `go test` invocation with -count N; each ratio uses the median ns/op, and
 # the ratio of the fastest runs ("best") is printed beside it: on a shared
 # machine, noise only ever adds time.
@@ -30,7 +38,7 @@ if ! [[ $count =~ ^[1-9][0-9]*$ ]]; then
 	exit 2
 fi
 
-args=(test -run '^$' -bench '^Benchmark(SHA256|CheckDigest|CheckSalted|CheckByObject)$' -count "$count")
+args=(test -run '^$' -bench '^Benchmark(SHA256|CheckDigest|CheckSalted|CheckByObject|P256Verify|LearnlogHeadCheck|SCITTReceiptCheck)$' -count "$count")
 [[ -n ${BENCHTIME:-} ]] && args+=(-benchtime "$BENCHTIME")
 [[ -n ${CPU:-} ]] && args+=(-cpu "$CPU")
 args+=(./refs)
@@ -93,6 +101,18 @@ END {
 			if (v == "MISS") miss++
 			printf "%-26s %12.0f %12.0f %7.3f  <= %.2f  %-7s %6.3f\n", label[k] " " sizes[s] " / sha256", m, fm, r, target[s], v, q
 		}
+	}
+	printf "\n%-30s %12s %12s %7s %6s\n", "signed kinds (of medians)", "check ns/op", "p256 ns/op", "value", "best"
+	f = "P256Verify"
+	if (!(f in ns)) { printf "bench-refs.sh: no result for Benchmark%s\n", f > "/dev/stderr"; exit 2 }
+	fm = median(ns[f]); fl = minimum(ns[f])
+	ns2 = split("LearnlogHeadCheck SCITTReceiptCheck", signed, " ")
+	split("learnlog-head scitt-receipt", slabel, " ")
+	for (k = 1; k <= ns2; k++) {
+		b = signed[k]
+		if (!(b in ns)) { printf "bench-refs.sh: no result for Benchmark%s\n", b > "/dev/stderr"; exit 2 }
+		m = median(ns[b])
+		printf "%-30s %12.0f %12.0f %7.3f %6.3f\n", slabel[k] " / p256 verify", m, fm, m / fm, minimum(ns[b]) / fl
 	}
 	if (miss && strict == "1") exit 1
 	exit 0
