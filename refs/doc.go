@@ -21,8 +21,9 @@
 //   - "scitt-receipt": a COSE Receipt with an RFC 9162 inclusion proof over
 //     the Signed Statement (see scitt.go for the exact profile).
 //   - any other kind is an absolute URI naming its definition; this
-//     package does not check such references: "unverifiable" when policy
-//     requires them, "not checked" otherwise. A Digest alg other than
+//     package does not check such references, so they are "unverifiable"
+//     whether or not policy requires them (only a required one rejects the
+//     offer). A Digest alg other than
 //     sha-256 is unverifiable for every kind.
 //
 // # Policy
@@ -33,8 +34,8 @@
 // is not verified the offer is rejected: "ref-mismatch" when a required
 // reference mismatched, "unverifiable-ref" otherwise. A reference that is
 // not required is checked only with what is already at hand (octets the
-// host supplied, a learnlog head's proof), never fetched, and never
-// rejects. The host supplies octets and salts with the task, by index in
+// host supplied, a learnlog head's proof; a salt without its octets is not
+// enough), never fetched, and never rejects. The host supplies octets and salts with the task, by index in
 // refs or as objects found by digest (Material, passed through the
 // context with WithMaterial).
 //
@@ -43,9 +44,11 @@
 // Fetching from loc is off unless the policy turns it on, and then runs
 // under safeguards that are all on by default: only senders on a
 // trusted-fetch list, only allowed schemes (https) and hosts (none by
-// default), a size cap (1 MiB), a timeout (10 s), redirects only within
-// the same host, and no loopback, private, link-local or other non-public
-// address, checked at connection time so that DNS rebinding cannot get
+// default), a size cap (1 MiB), a timeout (10 s), at most 3 redirects,
+// only within the same host, never from https to http and never to a URL
+// with credentials, and no loopback, private, link-local or other
+// non-public address (IPv6 forms that embed an IPv4 address included),
+// checked at connection time so that DNS rebinding cannot get
 // past it. Each refusal is an unverifiable outcome whose error names the
 // safeguard (ErrUntrustedSender, ErrSchemeNotAllowed, ErrHostNotAllowed,
 // ErrPrivateAddress, ErrRedirect, ErrTooLarge, ErrTimeout) and the
