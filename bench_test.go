@@ -323,10 +323,10 @@ func BenchmarkVerifyChain16(b *testing.B) {
 // of 16 back to back, in an order that rotates, and reports each ratio
 // of the summed times (x-floor metrics; ns/op is the whole iteration).
 // Every part is about 1 ms, so a change of load hits all of them alike.
-// It reads a little low: a floor that follows a receive finds some of
-// the caches the receive used cold, as no floor of
-// BenchmarkECDSAVerifyP256 does. scripts/bench.sh prints it beside its
-// verdict, which stays on the separate benchmarks.
+// It is a second opinion, not the verdict: the parts share one process,
+// its heap and caches, which the separate benchmarks do not, so it can
+// read a few hundredths apart from them either way. scripts/bench.sh
+// prints it beside its verdict, which stays on the separate benchmarks.
 func BenchmarkRatiosInterleaved(b *testing.B) {
 	agents, _ := benchAgents(b, 1)
 	a := agents[0]

@@ -19,8 +19,8 @@
 # are printed beside it, for information, and so is a third reading:
 # BenchmarkRatiosInterleaved, run once per round, alternates the floor and
 # the three receive benchmarks in blocks of about a millisecond within one
-# process, which a drifting load hits alike (it reads a little low; see
-# bench_test.go). Pure bash and awk; for a
+# process, which a drifting load hits alike (a second opinion, not the
+# verdict; see bench_test.go). Pure bash and awk; for a
 # statistical comparison of two runs keep the raw output (RAW=file) and use
 # benchstat (golang.org/x/perf/cmd/benchstat), which is not needed here.
 #
