@@ -185,3 +185,99 @@ func BenchmarkRawInsertPostgres(b *testing.B) {
 		})
 	}
 }
+
+// The interleaved reading: durable accepts and raw inserts alternate in
+// short phases (8 operations per sender) within one process, on one
+// database, the kind going first alternating too, so that the fsync
+// latency of a shared machine, which drifts by 2x and more over seconds,
+// hits both alike. b.N operations of each kind; the metrics are both
+// rates and their ratio (raw rate over durable rate; target <= 1.5).
+// Between phases the senders drain and start again, which costs both
+// kinds the same.
+func benchInterleaved(b *testing.B, s interface {
+	store.Store
+	DB() *sql.DB
+}, rawQ string, n int) {
+	if _, err := s.DB().Exec(`CREATE TABLE IF NOT EXISTS raw (k TEXT PRIMARY KEY, v BYTEA NOT NULL)`); err != nil {
+		b.Fatal(err)
+	}
+	w := newWorld(b)
+	w.now = time.Now()
+	s.Forget(context.Background(), w.now.Add(-time.Minute))
+	d := w.delegate(s, nil)
+	pool := newOfferPool(b, w, max(b.N, 1))
+	val := make([]byte, recordSize(b))
+	prefix := fmt.Sprint(time.Now().UnixNano())
+	var seq atomic.Int64
+	durable := func() error {
+		a, err := d.Receive(context.Background(), pool.take(), "ctx", true)
+		if err != nil {
+			return err
+		}
+		if !a.Take {
+			return fmt.Errorf("offer not taken: %s %s", a.Outcome, a.Result.Reason)
+		}
+		return nil
+	}
+	raw := func() error {
+		_, err := s.DB().Exec(rawQ, fmt.Sprintf("%s-%d", prefix, seq.Add(1)), val)
+		return err
+	}
+	var failed atomic.Value
+	phase := func(k int, op func() error) time.Duration {
+		var left atomic.Int64
+		left.Store(int64(k))
+		var wg sync.WaitGroup
+		start := time.Now()
+		for range n {
+			wg.Go(func() {
+				for left.Add(-1) >= 0 {
+					if err := op(); err != nil {
+						failed.Store(err)
+						return
+					}
+				}
+			})
+		}
+		wg.Wait()
+		return time.Since(start)
+	}
+	var tDur, tRaw time.Duration
+	per := 8 * n
+	runtime.GC()
+	b.ResetTimer()
+	for done, i := 0, 0; done < b.N; i++ {
+		k := min(per, b.N-done)
+		if i%2 == 0 {
+			tDur += phase(k, durable)
+			tRaw += phase(k, raw)
+		} else {
+			tRaw += phase(k, raw)
+			tDur += phase(k, durable)
+		}
+		done += k
+		if err, _ := failed.Load().(error); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(b.N)/tDur.Seconds(), "durable-ops/s")
+	b.ReportMetric(float64(b.N)/tRaw.Seconds(), "raw-ops/s")
+	b.ReportMetric(tDur.Seconds()/tRaw.Seconds(), "ratio")
+}
+
+func BenchmarkInterleavedSQLite(b *testing.B) {
+	for _, n := range senderCounts {
+		b.Run(fmt.Sprintf("senders=%d", n), func(b *testing.B) {
+			benchInterleaved(b, openSQLite(b), `INSERT INTO raw (k, v) VALUES (?, ?) ON CONFLICT (k) DO NOTHING`, n)
+		})
+	}
+}
+
+func BenchmarkInterleavedPostgres(b *testing.B) {
+	for _, n := range senderCounts {
+		b.Run(fmt.Sprintf("senders=%d", n), func(b *testing.B) {
+			benchInterleaved(b, openPostgres(b), `INSERT INTO raw (k, v) VALUES ($1, $2) ON CONFLICT (k) DO NOTHING`, n)
+		})
+	}
+}

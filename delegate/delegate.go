@@ -21,9 +21,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"runtime"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/quantumlearningmachines/handoff"
@@ -60,8 +58,6 @@ type Delegate struct {
 
 	mu   sync.Mutex
 	held map[string]heldCancel // cancels that arrived before their offer, by offer digest
-
-	busy atomic.Int32 // Receive calls in progress
 }
 
 // heldCancel is a "canceled" that overtook its offer. It cannot be
@@ -147,11 +143,6 @@ type Answer struct {
 // the sender of this request as the offer's iss; a resent status goes
 // only to such a sender (draft "Replay and Freshness").
 func (d *Delegate) Receive(ctx context.Context, b []byte, dialog string, authenticated bool) (*Answer, error) {
-	var early <-chan earlyStatus
-	if d.busy.Add(1) == 1 && !d.cfg.Defer && runtime.GOMAXPROCS(0) > 1 {
-		early = d.signEarly(b)
-	}
-	defer d.busy.Add(-1)
 	res, err := d.recv.Receive(ctx, b, dialog)
 	if res == nil {
 		return nil, err
@@ -197,63 +188,13 @@ func (d *Delegate) Receive(ctx context.Context, b []byte, dialog string, authent
 		if d.cfg.Defer {
 			return d.claim(ctx, a, o, res.Handoff.Offer, dg, store.Received, nil, authenticated, false)
 		}
-		st, err := d.accepted(early, o, dg)
+		st, err := d.sign(o, dg, handoff.StateAccepted, "", "", nil)
 		if err != nil {
 			return nil, err
 		}
 		return d.claim(ctx, a, o, res.Handoff.Offer, dg, store.Accepted, st, authenticated, false)
 	}
 	return nil, fmt.Errorf("delegate: unexpected outcome %q", res.Outcome)
-}
-
-// earlyStatus is an "accepted" signed while the offer was being checked.
-type earlyStatus struct {
-	st  *handoff.Element
-	iss string
-	dg  handoff.Digest
-}
-
-// signEarly signs "accepted" for the offer in b on another core while the
-// receiving checks run on this one, when this is the only offer being
-// received (an idle core). One sender waits for verification, signing
-// and then the commit, one after the other; this takes the signing off
-// that path. The status is the same one Receive would sign after the
-// checks, and it is used only if the offer passes every check and is
-// accepted (then it goes into the record, in the same single commit, and
-// out only after it); otherwise it is dropped unsent and unrecorded. With
-// other offers in flight every core has work, and signing twice what may
-// be rejected would only take CPU from them, so the status is signed
-// after the checks as before.
-func (d *Delegate) signEarly(b []byte) <-chan earlyStatus {
-	ch := make(chan earlyStatus, 1)
-	go func() {
-		var e earlyStatus
-		defer func() { ch <- e }()
-		h, err := handoff.ParseHandoff(b, d.cfg.Options.Limits)
-		if err != nil || h == nil {
-			return
-		}
-		o, _, err := handoff.UnsafeDecode(h.Offer)
-		if err != nil || o == nil {
-			return
-		}
-		dg := h.Offer.Digest()
-		if st, err := d.sign(o, dg, handoff.StateAccepted, "", "", nil); err == nil {
-			e = earlyStatus{st: st, iss: o.Iss, dg: dg}
-		}
-	}()
-	return ch
-}
-
-// accepted returns the "accepted" status for the checked offer o: the one
-// signed early if it was signed for this offer, else a new one.
-func (d *Delegate) accepted(early <-chan earlyStatus, o *handoff.Offer, dg handoff.Digest) (*handoff.Element, error) {
-	if early != nil {
-		if e := <-early; e.st != nil && e.iss == o.Iss && e.dg.Equal(dg) {
-			return e.st, nil
-		}
-	}
-	return d.sign(o, dg, handoff.StateAccepted, "", "", nil)
 }
 
 // claim records the decision on a new hop in one insert-if-absent. If
