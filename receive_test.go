@@ -298,7 +298,9 @@ func receiveCases() []receiveCase {
 			build: func(f *fixture, fm []Form) *Handoff { return f.path(fm, "outsider", "planner", "me") }},
 		{rule: "Step 7: a required reference that does not match", outcome: Rejected, reason: ReasonRefMismatch, quality: ChainAbsent,
 			opts: func(o *Options) {
-				o.CheckRefs = func(context.Context, *Offer) ([]RefOutcome, error) { return nil, fmt.Errorf("refs[0]: %w", ErrRefMismatch) }
+				o.CheckRefs = func(context.Context, *Offer) ([]RefOutcome, error) {
+					return nil, fmt.Errorf("refs[0]: %w", ErrRefMismatch)
+				}
 			},
 			build: func(f *fixture, fm []Form) *Handoff { return f.path(fm, "planner", "me") }},
 		{rule: "Step 7: a required reference that cannot be checked", outcome: Rejected, reason: ReasonUnverifiableRef, quality: ChainAbsent,
