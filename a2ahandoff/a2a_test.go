@@ -157,6 +157,8 @@ func (a *testAgent) Execute(ctx context.Context, rc *a2asrv.RequestContext, q ev
 		return end(a2a.TaskStateFailed, "cannot")
 	case "fail":
 		return end(a2a.TaskStateFailed, "cannot")
+	case "more":
+		return end(a2a.TaskStateInputRequired, "need more")
 	case "error":
 		return errors.New("the agent broke")
 	case "block":

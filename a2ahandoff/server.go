@@ -177,7 +177,7 @@ func (x *Executor) Execute(ctx context.Context, rc *a2asrv.RequestContext, q eve
 				return x.refuse(ctx, rc, q, nil, err.Error())
 			}
 			if h != nil { // a follow-up message of a task taken with a handoff
-				return x.run(ctx, rc, q, h)
+				return x.followUp(ctx, rc, q, h)
 			}
 		}
 		if x.cfg.AllowPlain {
@@ -213,8 +213,21 @@ func (x *Executor) Execute(ctx context.Context, rc *a2asrv.RequestContext, q eve
 		return x.refuse(ctx, rc, q, a.Status, why)
 	case handoff.Equivocation:
 		// The second offer gets no status (draft "Forks, Concurrency,
-		// and Equivocation"); the first is handled by the delegate.
-		return x.refuse(ctx, rc, q, nil, fmt.Sprintf("refused: equivocation: another offer for hop %s of %q is recorded", a.Hop, a.Iss))
+		// and Equivocation"); the delegate stopped the first's run, if
+		// one is running here. A first whose work is paused (its task
+		// INPUT_REQUIRED, no run) has its outcome settled now.
+		why := fmt.Sprintf("refused: equivocation: another offer for hop %s of %q is recorded", a.Hop, a.Iss)
+		if rc.StoredTask != nil {
+			if h, _ := x.hopOfTask(ctx, rc.StoredTask); h != nil && h.Iss == a.Iss && h.Hop == a.Hop {
+				// The equivocating offer came into the first offer's own
+				// task: that task ends with the first offer's outcome.
+				if ev := x.settlePaused(ctx, rc, a.Iss, a.Hop, "stopped: the delegator equivocated"); ev != nil {
+					return q.Write(ctx, ev)
+				}
+			}
+		}
+		x.settlePaused(ctx, nil, a.Iss, a.Hop, "stopped: the delegator equivocated")
+		return x.refuse(ctx, rc, q, nil, why)
 	case handoff.Retransmission:
 		text := fmt.Sprintf("retransmission of hop %s: answered from the record, not processed again", a.Hop)
 		if a.Status == nil {
@@ -260,8 +273,20 @@ func claimedIss(b []byte, lim handoff.Limits) string {
 }
 
 // refuse ends a new task REJECTED, with the signed status when there is
-// one to send.
+// one to send. A message into an existing task is refused with a
+// standalone agent Message instead (as a retransmission is answered): a
+// refusal never writes onto a task that someone else's offer started,
+// whoever sent the message.
 func (x *Executor) refuse(ctx context.Context, rc *a2asrv.RequestContext, q eventqueue.Queue, st *handoff.Element, why string) error {
+	if rc.StoredTask != nil {
+		m := a2a.NewMessage(a2a.MessageRoleAgent, a2a.TextPart{Text: "handoff: " + why + "; task " + string(rc.TaskID) + " is unchanged"})
+		m.ContextID = rc.ContextID
+		m.Extensions = withURI(nil)
+		if st != nil {
+			AttachStatus(m, *st)
+		}
+		return q.Write(ctx, m)
+	}
 	ev := a2a.NewStatusUpdateEvent(rc, a2a.TaskStateRejected, statusMessage(rc, st, why))
 	ev.Final = true
 	return q.Write(ctx, ev)
@@ -318,6 +343,88 @@ func (x *Executor) hopOfTask(ctx context.Context, t *a2a.Task) (*Hop, error) {
 	return nil, nil
 }
 
+// followUp runs the agent for a message without a Handoff in a task taken
+// with one. The agent then works under the hop's verified offer and its
+// statuses go to the sender, so the message must come from the offer's
+// iss as the host authenticated it, and the hop must still be open:
+// accepted, neither canceled nor equivocated (fail safe: refused, the
+// task unchanged).
+func (x *Executor) followUp(ctx context.Context, rc *a2asrv.RequestContext, q eventqueue.Queue, h *Hop) error {
+	if !x.authenticated(ctx, h.Iss) {
+		return x.refuse(ctx, rc, q, nil, fmt.Sprintf("refused: a follow-up message in the task of hop %s is taken only from the offer's issuer %q, authenticated by the host", h.Hop, h.Iss))
+	}
+	rec, err := x.cfg.Delegate.Store.Get(ctx, h.Iss, h.Hop)
+	if err != nil {
+		return fmt.Errorf("a2ahandoff: reading hop %s: %w", h.Hop, err)
+	}
+	switch {
+	case rec.Equivocated:
+		return x.refuse(ctx, rc, q, nil, fmt.Sprintf("refused: hop %s was equivocated; its work does not go on", h.Hop))
+	case rec.Canceled:
+		return x.refuse(ctx, rc, q, nil, fmt.Sprintf("refused: hop %s was canceled by the delegator", h.Hop))
+	case rec.State != store.Accepted:
+		return x.refuse(ctx, rc, q, nil, fmt.Sprintf("refused: hop %s is %s; its work does not go on", h.Hop, rec.State))
+	}
+	return x.run(ctx, rc, q, h)
+}
+
+// running reports whether the agent's code runs for the hop in this
+// process.
+func (x *Executor) isRunning(iss, hop string) bool {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return x.running[[2]string{iss, hop}] != nil
+}
+
+// settlePaused records the outcome of an accepted hop whose work was
+// stopped (equivocation) while no run of the agent's code was going on
+// here: "failed" with no effect when the agent declared it
+// (NoEffectUnlessCompleted), else the hop stays accepted and is flagged.
+// A running hop is left to its run, which the delegate stopped. With rc,
+// it returns the event that ends the hop's task FAILED (the signed
+// status attached only for a sender authenticated as iss; otherwise the
+// delegator asks again); nil when there is nothing to end.
+func (x *Executor) settlePaused(ctx context.Context, rc *a2asrv.RequestContext, iss, hop, why string) a2a.Event {
+	if x.isRunning(iss, hop) {
+		return nil
+	}
+	rec, err := x.cfg.Delegate.Store.Get(ctx, iss, hop)
+	if err != nil || rec.State != store.Accepted {
+		return nil
+	}
+	text := "failed: " + why
+	var st *handoff.Element
+	if x.cfg.NoEffectUnlessCompleted {
+		st, err = x.d.Finish(ctx, iss, hop, delegate.Outcome{State: store.Failed, NoEffect: true, Detail: why})
+		if err != nil {
+			log.Error(ctx, "a2ahandoff: recording the outcome of a stopped hop", err, "hop", hop)
+			st = nil
+		}
+	} else {
+		if err := x.d.Unknown(ctx, iss, hop, why+"; the effect of the work done so far is not known"); err != nil {
+			log.Error(ctx, "a2ahandoff: flagging an unknown outcome", err, "hop", hop)
+		}
+		text = "ended: " + why + "; " + outcomeUnknown
+	}
+	if rc == nil {
+		return nil
+	}
+	if st != nil && !x.authenticated(ctx, iss) {
+		st = nil
+		text += " (the signed status is sent only to the offer's issuer: ask again)"
+	}
+	ev := a2a.NewStatusUpdateEvent(rc, a2a.TaskStateFailed, statusMessage(rc, st, text))
+	ev.Final = true
+	return ev
+}
+
+// outcomeUnknown is the text of a task that ended while the hop's outcome
+// is not known (decision: the A2A task is FAILED, since the agent's code
+// is no longer working, but no signed "failed" is sent: the hop stays
+// "accepted", flagged to the operator, and the delegator's tracker keeps
+// it unresolved).
+const outcomeUnknown = "the outcome of the hop's work is not known: the hop stays accepted and is flagged to the operator; no failed status is sent until the outcome is known"
+
 // stopper cancels one run of the agent's code.
 type stopper struct{ cancel context.CancelCauseFunc }
 
@@ -358,6 +465,15 @@ func (x *Executor) run(ctx context.Context, rc *a2asrv.RequestContext, q eventqu
 		x.mu.Unlock()
 	}()
 	r := &run{x: x, hop: h, rc: rc, q: q, runCtx: runCtx}
+	// A cancel or an equivocation that came after the decision but before
+	// this run was registered found nothing to stop: look again now that
+	// it is registered (they mark the record before they stop).
+	if rec, err := x.cfg.Delegate.Store.Get(ctx, h.Iss, h.Hop); err != nil {
+		return fmt.Errorf("a2ahandoff: reading hop %s: %w", h.Hop, err)
+	} else if rec.Canceled || rec.Equivocated {
+		cancel(errStopped)
+		return r.after(ctx, nil)
+	}
 	err := x.agent.Execute(context.WithValue(runCtx, runKey{}, r), rc, &queue{Queue: q, r: r})
 	return r.after(ctx, err)
 }
