@@ -27,6 +27,14 @@
 // the offer's iss is ServerConfig.Authenticated (TokenUser for bearer
 // tokens).
 //
+// Put StrictHandler in front of mcp.NewStreamableHTTPHandler. The SDK
+// decodes _meta into map[string]any before any middleware runs, so a JSON
+// Handoff with a duplicate member ("offer" twice: the last wins), a nested
+// duplicate or a lone surrogate (\ud800) reaches Server looking clean,
+// where the core parser refuses it as bad-signature (step 1). Without the
+// wrapper these cannot be seen; with it such a request is answered with a
+// JSON-RPC error naming the check and no tool runs.
+//
 // The delegator's side is Client: Call sends a tools/call with the Handoff
 // and feeds the status in the reply to the delegator's Intake; Ask resends
 // the identical call, which is how a delegator over MCP learns a status

@@ -44,7 +44,9 @@ func Example() {
 		log.Fatal(err)
 	}
 	hs.Attach(srv)
-	handler := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil)
+	// StrictHandler refuses a body whose Handoff is not strict JSON
+	// (duplicate members, lone surrogates) before the SDK decodes it.
+	handler := mcphandoff.StrictHandler(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil))
 	web := httptest.NewServer(auth.RequireBearerToken(verifyToken, nil)(handler))
 	defer web.Close()
 

@@ -102,7 +102,7 @@ func newEnv(t *testing.T, form handoff.Form, enc handoff.Encoding) *env {
 		}
 		return &auth.TokenInfo{UserID: u, Expiration: time.Now().Add(time.Hour)}, nil
 	}
-	h := auth.RequireBearerToken(verify, nil)(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return ms }, nil))
+	h := auth.RequireBearerToken(verify, nil)(mcphandoff.StrictHandler(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return ms }, nil)))
 	hs := httptest.NewServer(h)
 	t.Cleanup(func() {
 		e.srv.Wait()

@@ -62,7 +62,10 @@ func HandoffValue(h *handoff.Handoff, enc handoff.Encoding) (any, error) {
 // Re-encoding the object is safe because the Handoff is not signed: its
 // elements are strings and keep their octets. Unknown members with numbers
 // beyond float64 precision may change on the way (the SDK decodes _meta as
-// map[string]any); unknown members are ignored.
+// map[string]any); unknown members are ignored. What the re-encoding
+// cannot show is a body that was not strict JSON (duplicate members, a
+// lone surrogate): the SDK's decoding has already hidden it. StrictHandler
+// refuses such bodies before the SDK decodes them.
 func HandoffOctets(v any) ([]byte, error) {
 	switch x := v.(type) {
 	case json.RawMessage:

@@ -1,0 +1,181 @@
+package mcphandoff
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"strconv"
+
+	"github.com/quantumlearningmachines/handoff/internal/wire"
+)
+
+// MaxStrictBody bounds the POST body StrictHandler reads to check it. A
+// larger body that carries Key cannot be checked and is refused; one that
+// does not is passed on untouched.
+const MaxStrictBody = 8 << 20
+
+// CodeNotStrict is the JSON-RPC error code of a request StrictHandler
+// refuses: the JSON-RPC "parse error" code, since the body is not JSON in
+// the strict profile the handoff's data model requires.
+const CodeNotStrict = -32700
+
+// StrictHandler wraps an MCP HTTP handler (mcp.NewStreamableHTTPHandler) so
+// that a POST body carrying Key is strict JSON before the SDK sees it: no
+// duplicate member names at any level, valid UTF-8 (no lone surrogates in
+// escapes either), nesting at most 128, and no number beyond float64 range
+// (the SDK decodes _meta into float64 and would fail the whole request). A
+// body that breaks any of these is answered with a JSON-RPC error
+// (CodeNotStrict) whose message names the check, and the SDK never sees it:
+// no tool runs, nothing is recorded. Other bodies, and every body that
+// passes, reach h with their octets unchanged.
+//
+// Why a wrapper: the SDK decodes _meta into map[string]any, where a second
+// "offer" member silently replaces the first, nested duplicates vanish and
+// a lone surrogate becomes U+FFFD. Without this wrapper the middleware
+// sees only that decoded map, so it cannot tell such a Handoff from a
+// clean one; the core parser (handoff.ParseHandoff) refuses all of them as
+// bad-signature (step 1), and this wrapper holds MCP to the same rule.
+//
+// "Carrying Key" is judged on a body that fails the strict check: it holds
+// Key's octets, or decodes leniently to a member named Key (its name
+// written with escapes), or cannot be read at all past MaxStrictBody while
+// holding Key's octets. Fail safe: in doubt, refused.
+func StrictHandler(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost || r.Body == nil {
+			h.ServeHTTP(w, r)
+			return
+		}
+		b, err := io.ReadAll(io.LimitReader(r.Body, MaxStrictBody+1))
+		rest := r.Body
+		r.Body = struct {
+			io.Reader
+			io.Closer
+		}{io.MultiReader(bytes.NewReader(b), rest), rest}
+		if err != nil {
+			// The SDK would fail reading it too; let it answer.
+			h.ServeHTTP(w, r)
+			return
+		}
+		if len(b) > MaxStrictBody {
+			if bytes.Contains(b, []byte(Key)) {
+				refuse(w, nil, fmt.Sprintf("the request body is over %d bytes and carries %q: too large to check", MaxStrictBody, Key))
+				return
+			}
+			h.ServeHTTP(w, r)
+			return
+		}
+		why := strictCheck(b)
+		if why == "" {
+			h.ServeHTTP(w, r)
+			return
+		}
+		id, carries := leniently(b)
+		if !carries {
+			h.ServeHTTP(w, r)
+			return
+		}
+		refuse(w, id, why)
+	})
+}
+
+// strictCheck returns why b is not strict JSON, "" when it is.
+func strictCheck(b []byte) string {
+	v, err := wire.DecodeJSON(b)
+	if err != nil {
+		return err.Error()
+	}
+	return numbersInRange(v, 0)
+}
+
+// numbersInRange finds a number literal beyond float64 range (1e400): the
+// strict parser keeps it as written, the SDK cannot decode it.
+func numbersInRange(v any, depth int) string {
+	switch x := v.(type) {
+	case map[string]any:
+		for k, m := range x {
+			if why := numbersInRange(m, depth+1); why != "" {
+				return fmt.Sprintf("in member %q: %s", k, why)
+			}
+		}
+	case []any:
+		for _, m := range x {
+			if why := numbersInRange(m, depth+1); why != "" {
+				return why
+			}
+		}
+	case wire.Number:
+		if f, err := strconv.ParseFloat(string(x), 64); err != nil || math.IsInf(f, 0) {
+			return fmt.Sprintf("number %s is beyond float64 range", x)
+		}
+	}
+	return ""
+}
+
+// leniently reads b as the SDK would (encoding/json, last duplicate wins)
+// and reports the JSON-RPC id and whether any object in it has a member
+// named Key. A body that does not decode carries Key if it holds its
+// octets.
+func leniently(b []byte) (json.RawMessage, bool) {
+	if bytes.Contains(b, []byte(Key)) {
+		var msg struct {
+			ID json.RawMessage `json:"id"`
+		}
+		_ = json.Unmarshal(b, &msg)
+		return msg.ID, true
+	}
+	var v any
+	if json.Unmarshal(b, &v) != nil {
+		return nil, false
+	}
+	var id json.RawMessage
+	if m, ok := v.(map[string]any); ok && m["id"] != nil {
+		id, _ = json.Marshal(m["id"])
+	}
+	return id, hasKey(v)
+}
+
+func hasKey(v any) bool {
+	switch x := v.(type) {
+	case map[string]any:
+		for k, m := range x {
+			if k == Key || hasKey(m) {
+				return true
+			}
+		}
+	case []any:
+		for _, m := range x {
+			if hasKey(m) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// refuse answers a JSON-RPC error. With the request's id it is a JSON-RPC
+// response (HTTP 200), which the SDK's client delivers to the call; without
+// one (a notification, a batch, an unreadable id) HTTP 400.
+func refuse(w http.ResponseWriter, id json.RawMessage, why string) {
+	status := http.StatusOK
+	if len(id) == 0 || bytes.Equal(id, []byte("null")) {
+		id, status = json.RawMessage("null"), http.StatusBadRequest
+	}
+	body, _ := json.Marshal(struct {
+		JSONRPC string          `json:"jsonrpc"`
+		ID      json.RawMessage `json:"id"`
+		Error   struct {
+			Code    int    `json:"code"`
+			Message string `json:"message"`
+		} `json:"error"`
+	}{JSONRPC: "2.0", ID: id, Error: struct {
+		Code    int    `json:"code"`
+		Message string `json:"message"`
+	}{CodeNotStrict, "mcphandoff: request refused, no tool ran: the body carries the agent handoff (_meta " + strconv.Quote(Key) + ") but is not strict JSON: " + why}})
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	w.Write(body)
+}
