@@ -490,31 +490,35 @@ func (r *run) after(ctx context.Context, err error) error {
 	if done {
 		return err
 	}
-	if ctx.Err() != nil {
-		return err // the server ended the execution; nothing to write to
-	}
-	rec, gerr := r.x.cfg.Delegate.Store.Get(ctx, r.hop.Iss, r.hop.Hop)
+	// The hop's outcome is recorded even when the server has ended the
+	// execution: a verified cancel writes CANCELED, and a2a-go then
+	// cancels ctx, so the record is written without ctx's cancellation;
+	// only the queue writes are skipped.
+	bg := context.WithoutCancel(ctx)
+	rec, gerr := r.x.cfg.Delegate.Store.Get(bg, r.hop.Iss, r.hop.Hop)
 	if gerr != nil {
 		log.Error(ctx, "a2ahandoff: reading the hop record after the agent's run", gerr, "hop", r.hop.Hop)
 		return err
 	}
 	stopped := errors.Is(context.Cause(r.runCtx), errStopped)
-	if rec.Canceled && (stopped || err != nil) {
+	ended := ctx.Err() != nil // the server ended the execution: no queue
+	if rec.Canceled && (stopped || err != nil || ended) {
 		// The cancel writes CANCELED; only the hop's outcome is left.
 		r.mu.Lock()
 		r.done = true
 		r.mu.Unlock()
-		if out := r.failure("stopped: canceled by the delegator"); out != nil {
-			if _, ferr := r.x.d.Finish(ctx, r.hop.Iss, r.hop.Hop, *out); ferr != nil {
-				log.Error(ctx, "a2ahandoff: recording the outcome of a canceled hop", ferr, "hop", r.hop.Hop)
-			}
-		} else {
-			r.unknown(ctx, "the agent's run was stopped by the delegator's cancel; its effect is not known")
-		}
+		r.settle(bg, "stopped: canceled by the delegator", "the agent's run was stopped by the delegator's cancel; its effect is not known")
 		return nil
 	}
 	if err == nil && !stopped {
 		return nil
+	}
+	if ended {
+		r.mu.Lock()
+		r.done = true
+		r.mu.Unlock()
+		r.settle(bg, "stopped: the execution ended", "the agent's run ended with the execution; its effect is not known")
+		return err
 	}
 	why := "the agent's code stopped"
 	if err != nil {
@@ -530,6 +534,18 @@ func (r *run) after(ctx context.Context, err error) error {
 		return errors.Join(err, werr)
 	}
 	return nil
+}
+
+// settle records the outcome of a run that ended without a terminal
+// event: the known failure, or the hop stays accepted and is flagged.
+func (r *run) settle(ctx context.Context, detail, unknown string) {
+	if out := r.failure(detail); out != nil {
+		if _, ferr := r.x.d.Finish(ctx, r.hop.Iss, r.hop.Hop, *out); ferr != nil {
+			log.Error(ctx, "a2ahandoff: recording the outcome of a stopped hop", ferr, "hop", r.hop.Hop)
+		}
+		return
+	}
+	r.unknown(ctx, unknown)
 }
 
 // failure is the outcome of work that did not complete: the agent's
