@@ -52,7 +52,6 @@ type sentHop struct {
 	digest   string                     // offer digest key
 	ids      map[string]json.RawMessage // MCP session id -> last JSON-RPC id of a tools/call that carried it
 	inflight map[uint64]context.CancelFunc
-	cancel   *handoff.Element // the signed "canceled", once Cancel was called
 }
 
 // NewClient validates cfg.
@@ -79,27 +78,17 @@ func (c *Client) Attach(cl *mcp.Client) error {
 	return nil
 }
 
-// middleware keeps the sending chain below it for Cancel, and puts a
-// pending signed "canceled" into any notifications/cancelled that passes
-// through for a request that carried the hop.
+// middleware only keeps the sending chain below it, through which
+// SendCancel sends its own notifications/cancelled. It changes nothing that
+// passes through: go-sdk v1.8.0 sends its own notifications/cancelled (for
+// a call whose context ends) with conn.Notify, below every sending
+// middleware, so there is nothing of the SDK's here to add the signed
+// status to.
 func (c *Client) middleware(next mcp.MethodHandler) mcp.MethodHandler {
 	c.mu.Lock()
 	c.next = next
 	c.mu.Unlock()
-	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
-		if method == methodCancelled {
-			if r, ok := req.(*mcp.ClientRequest[*mcp.CancelledParams]); ok && r.Params != nil && r.Session != nil {
-				if _, has := r.Params.Meta[Key]; !has {
-					if st := c.pendingCancel(r.Session.ID(), r.Params.RequestID); st != nil {
-						p := *r.Params
-						p.Meta = withMeta(r.Params.Meta, Key, StatusValue(*st))
-						req = &mcp.ClientRequest[*mcp.CancelledParams]{Session: r.Session, Params: &p}
-					}
-				}
-			}
-		}
-		return next(ctx, method, req)
-	}
+	return next
 }
 
 // HTTPClient returns an HTTP client for mcp.StreamableClientTransport that
@@ -178,21 +167,6 @@ func (c *Client) observe(session string, b []byte) {
 	if hop, ok := c.byDigest[d.Alg+":"+d.String()]; ok {
 		c.hops[hop].ids[session] = append(json.RawMessage(nil), msg.ID...)
 	}
-}
-
-func (c *Client) pendingCancel(session string, id any) *handoff.Element {
-	want, err := json.Marshal(id)
-	if err != nil {
-		return nil
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for _, s := range c.hops {
-		if s.cancel != nil && bytes.Equal(s.ids[session], want) {
-			return s.cancel
-		}
-	}
-	return nil
 }
 
 // Reply is the answer to a tools/call that carried a Handoff.
@@ -348,7 +322,6 @@ func (c *Client) SendCancel(ctx context.Context, cs *mcp.ClientSession, hop stri
 	var id json.RawMessage
 	var inflight []context.CancelFunc
 	if ok {
-		s.cancel = &st
 		id = s.ids[cs.ID()]
 		for _, f := range s.inflight {
 			inflight = append(inflight, f)

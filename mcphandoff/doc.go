@@ -41,14 +41,22 @@
 // later than the one its call returned (a tool call gets one reply); Cancel
 // sends the signed "canceled" in a notifications/cancelled.
 //
-// Why Cancel needs Client.HTTPClient: the SDK sends the notifications/cancelled
-// for a call whose context ends by itself, below any middleware, and a
-// notifications/cancelled must name the JSON-RPC id of the request it
-// cancels, which the SDK assigns below any middleware too. So the client
-// learns each tools/call's id from the HTTP request that carries it (the
-// HTTPClient only reads), cancels the call's context, and sends its own
-// notifications/cancelled with the signed status through the SDK's sending
-// chain (Attach). The SDK's plain notification for the same request is
-// sent too; the server ignores a cancel without a signed status, beyond
-// the request itself ending.
+// How the signed cancel travels. Client.Cancel (or SendCancel) sends a
+// notifications/cancelled of its own, built by this package, whose params
+// name the JSON-RPC id of the hop's last tools/call and carry the signed
+// "canceled" under Key in _meta. It goes down the *mcp.Client's sending
+// middleware chain from where Attach installed it (the middlewares added
+// after Attach, then the SDK's own sending), so it is sent on the same
+// session as the call. The request id is learned from the HTTP request
+// that carried the tools/call: the SDK assigns ids below any middleware,
+// so only the transport sees them, and Client.HTTPClient is the
+// http.Client (a read-only observer) to give mcp.StreamableClientTransport.
+// So Cancel needs both: Attach on the mcp.Client, HTTPClient on its
+// transport, and the ClientSession the hop's tools/call went over (the id
+// is per session); otherwise the cancel is signed and recorded but not
+// sent (ErrNotSent). A call still in flight is canceled too, and the SDK
+// then sends its own plain notifications/cancelled for it; go-sdk v1.8.0
+// sends that one with conn.Notify, below every sending middleware, so it
+// cannot carry the signed status, and the server ignores a cancel without
+// one beyond the request itself ending.
 package mcphandoff
