@@ -411,6 +411,15 @@ func TestLifecycleOverA2A(t *testing.T) {
 				if n := srv.agent.runs.Load(); n != 1 {
 					t.Fatalf("the agent ran %d times, want once", n)
 				}
+
+				// Resolved: the client's memory of the hop may go.
+				c.Forget(r.Hop)
+				if c.Carries(r.Hop) {
+					t.Fatal("the client still carries a forgotten hop")
+				}
+				if _, err := c.Ask(ctx, r.Hop); err == nil {
+					t.Fatal("asked again about a forgotten hop")
+				}
 			})
 
 			t.Run("accepted is WORKING until the agent completes", func(t *testing.T) {
@@ -480,6 +489,15 @@ func TestLifecycleOverA2A(t *testing.T) {
 				noRefusals(t, r)
 				if r.State() != a2a.TaskStateFailed {
 					t.Fatalf("task state %s, want failed", r.State())
+				}
+				var said []string
+				for _, p := range r.Task.Status.Message.Parts {
+					if tp, ok := p.(a2a.TextPart); ok {
+						said = append(said, tp.Text)
+					}
+				}
+				if !strings.Contains(strings.Join(said, " "), "outcome of the hop's work is not known") {
+					t.Errorf("status message %q does not say that the outcome is unknown", said)
 				}
 				if got := statesOf(t, w, r.Statuses, offerOf(t, tr, r.Hop)); !slices.Equal(got, []string{"accepted"}) {
 					t.Fatalf("statuses %v: no failed may be sent while the effect is unknown", got)

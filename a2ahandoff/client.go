@@ -253,6 +253,18 @@ func (c *Client) SendCancel(ctx context.Context, hop string, cancel handoff.Elem
 	return c.take(ctx, hop, t), nil
 }
 
+// Forget drops what the client keeps in memory for a hop (its message and
+// A2A task id). Call it once the hop is resolved (a verified "completed"
+// or "failed" was taken in: Reply.Issued.Resolved) or abandoned; after it,
+// Ask, Poll and Cancel no longer know the hop. The delegator's record of
+// the hop is not touched. Without it the client's memory grows with every
+// hop it carries.
+func (c *Client) Forget(hop string) {
+	c.mu.Lock()
+	delete(c.hops, hop)
+	c.mu.Unlock()
+}
+
 // Carries reports whether this client carried the hop (and so can Ask,
 // Poll and Cancel it).
 func (c *Client) Carries(hop string) bool {

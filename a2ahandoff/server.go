@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 
 	"github.com/a2aproject/a2a-go/a2a"
@@ -61,9 +62,26 @@ type ServerConfig struct {
 //	offer accepted                 -> WORKING with the signed "accepted"; the agent runs
 //	agent completes                -> COMPLETED with the signed "completed"
 //	agent fails, outcome known     -> FAILED with the signed "failed"
+//	agent fails, outcome unknown   -> FAILED, no status, a text saying so; the hop
+//	                                  stays "accepted" and is flagged (see below)
 //	verified "canceled"            -> CANCELED; the agent's context is canceled
 //	retransmission                 -> a Message with the last status, from the record
 //	equivocation                   -> REJECTED, no status
+//	refusal in an existing task    -> a Message (no status unless one is due);
+//	                                  the task is left as it was
+//
+// The draft's table maps the hop's "accepted" to WORKING, and the host
+// keeps its own task state. When the agent's code ended the task but the
+// effect of its work is not known, the hop stays "accepted" (flagged to
+// the operator, Knowing the Outcome) while the A2A task is FAILED: the
+// agent is no longer working, and a task left WORKING would wait forever.
+// No signed "failed" is sent, so a delegator that follows the signed
+// statuses keeps the hop unresolved, which fails safe.
+//
+// A message without a Handoff in a task taken with one (a follow-up, after
+// INPUT_REQUIRED say) runs the agent under that hop only when the host
+// authenticated its sender as the offer's iss (Authenticated) and the hop
+// is accepted, neither canceled nor equivocated; otherwise it is refused.
 //
 // Its Execute and Cancel implement a2asrv.AgentExecutor: pass it to
 // a2asrv.NewHandler in place of the agent.
@@ -605,6 +623,18 @@ func (r *run) terminal(ctx context.Context, ev a2a.Event, status *a2a.TaskStatus
 	}
 	if out == nil {
 		r.unknown(ctx, fmt.Sprintf("the task ended %s and the effect of the work is not known (%s)", status.State, why))
+		// The task keeps the state the agent gave it (the agent's code
+		// no longer works, so not WORKING), and says why no signed
+		// status came with it.
+		note := a2a.TextPart{Text: "handoff: " + outcomeUnknown}
+		if status.Message == nil {
+			status.Message = statusMessage(r.rc, nil, outcomeUnknown)
+		} else {
+			m := *status.Message
+			m.Parts = append(slices.Clone(m.Parts), note)
+			m.Extensions = withURI(m.Extensions)
+			status.Message = &m
+		}
 		return ev, nil
 	}
 	st, err := r.x.d.Finish(ctx, r.hop.Iss, r.hop.Hop, *out)
