@@ -35,6 +35,23 @@
 // the task is REJECTED with no status, since nothing verified names a
 // party to address one to.
 //
+// The SDK decodes the request before the Executor sees it, so a JSON
+// Handoff with a duplicate member name (the last wins), or with an
+// escaped lone surrogate (it becomes U+FFFD), reaches the Executor as if
+// it were strict: the Executor alone cannot see these, which the core
+// parser refuses as bad-signature. StrictHandler, put in front of
+// a2asrv.NewJSONRPCHandler, refuses such a request with a JSON-RPC error
+// before the SDK reads it. Use it (other transports, such as gRPC, carry
+// no JSON text to check).
+//
+// # Limits
+//
+// A retransmission sent into the hop's own A2A task (a message carrying
+// the same Handoff and the original taskId) is refused by a2a-go before
+// the Executor runs: "internal error" while the task runs, "invalid
+// params" once it is terminal. Ask again in a new message without a
+// taskId, as Client.Ask does; it is answered from the record.
+//
 // # The two sides
 //
 // The delegate wraps its a2asrv.AgentExecutor in an Executor: the receiving

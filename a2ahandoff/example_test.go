@@ -91,7 +91,9 @@ func Example() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	srv := httptest.NewServer(a2asrv.NewJSONRPCHandler(a2asrv.NewHandler(x)))
+	// StrictHandler refuses a JSON Handoff that is not strict JSON
+	// (duplicate members, lone surrogates) before the SDK decodes it.
+	srv := httptest.NewServer(a2ahandoff.StrictHandler(a2asrv.NewJSONRPCHandler(a2asrv.NewHandler(x))))
 	defer srv.Close()
 
 	// Client side (the assistant).

@@ -84,7 +84,10 @@ type ServerConfig struct {
 // is accepted, neither canceled nor equivocated; otherwise it is refused.
 //
 // Its Execute and Cancel implement a2asrv.AgentExecutor: pass it to
-// a2asrv.NewHandler in place of the agent.
+// a2asrv.NewHandler in place of the agent, and put StrictHandler in front
+// of the JSON-RPC handler: the Executor reads the Handoff after the SDK
+// decoded it, and without the wrapper a JSON Handoff with duplicate
+// member names or lone surrogates cannot be told from a strict one.
 type Executor struct {
 	agent a2asrv.AgentExecutor
 	d     *delegate.Delegate

@@ -1,0 +1,102 @@
+package a2ahandoff_test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/quantumlearningmachines/handoff"
+	"github.com/quantumlearningmachines/handoff/a2ahandoff"
+)
+
+// A JSON Handoff is read strictly (D3: a Handoff that is not strict JSON
+// is bad-signature): StrictHandler refuses, before the SDK decodes the
+// metadata into a map (where the last duplicate would win and a lone
+// surrogate would become U+FFFD), any request carrying the key whose body
+// has a duplicate member name at any depth, invalid UTF-8 or an escaped
+// lone surrogate. No work is taken and no hop is recorded.
+func TestStrictHandlerRefusesLaxJSON(t *testing.T) {
+	w := newWorld(t)
+	srv := w.serve(t, plannerID, memStore(), handoff.FormJWS, nil)
+	el := signOffer(t, w, "ctx-strict")
+	offer := `"` + string(el.Octets) + `"`
+	cases := []struct {
+		name, handoff, check string
+		coreRefuses          bool // the core parser refuses the Handoff itself
+	}{
+		{"duplicate offer member, the signed one last (D3)", `{"offer":"junk.junk.junk","offer":` + offer + `}`, "duplicate", true},
+		{"duplicate member nested in an unknown member (D3)", `{"offer":` + offer + `,"x":{"a":1,"a":2}}`, "duplicate", true},
+		{"escaped lone surrogate (D3)", `{"offer":` + offer + `,"x":"\ud800"}`, "surrogate", true},
+		{"invalid UTF-8 (D3)", `{"offer":` + offer + `,"x":"` + "\xff" + `"}`, "UTF-8", true},
+		{"key written with escapes, duplicate offer (D3)", `{"offer":"junk.junk.junk","offer":` + offer + `}`, "duplicate", true},
+	}
+	for i, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, err := handoff.ParseHandoff([]byte(tc.handoff), handoff.Limits{}); (err != nil) != tc.coreRefuses {
+				t.Fatalf("core parser: %v", err)
+			}
+			key := a2ahandoff.Key
+			if strings.Contains(tc.name, "escapes") {
+				key = strings.ReplaceAll(key, "-", `\u002d`)
+			}
+			body := `{"jsonrpc":"2.0","id":7,"method":"message/send","params":{"message":{"kind":"message","messageId":"m` + string(rune('0'+i)) +
+				`","role":"user","contextId":"ctx-strict","parts":[{"kind":"text","text":"complete"}],"extensions":["` + a2ahandoff.URI +
+				`"],"metadata":{"` + key + `":` + tc.handoff + `}}}}`
+			req, _ := http.NewRequest("POST", srv.url, strings.NewReader(body))
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("Authorization", "Bearer token-of-"+assistantID)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			b, _ := io.ReadAll(resp.Body)
+			var out struct {
+				ID     json.RawMessage
+				Result json.RawMessage
+				Error  *struct {
+					Code    int
+					Message string
+				}
+			}
+			if err := json.Unmarshal(b, &out); err != nil {
+				t.Fatalf("reply %q: %v", b, err)
+			}
+			if out.Error == nil || out.Error.Code != -32600 || out.Result != nil {
+				t.Fatalf("reply %s, want a JSON-RPC invalid request error", b)
+			}
+			if string(out.ID) != "7" {
+				t.Errorf("error for id %s, want 7", out.ID)
+			}
+			if !strings.Contains(out.Error.Message, tc.check) || !strings.Contains(out.Error.Message, "D3") {
+				t.Errorf("error %q does not name the check %q", out.Error.Message, tc.check)
+			}
+			if n := srv.agent.runs.Load(); n != 0 {
+				t.Fatalf("the agent ran %d times", n)
+			}
+			if _, err := srv.st.Get(context.Background(), assistantID, hopOf(t, el).Hop); err == nil {
+				t.Fatal("the hop was recorded")
+			}
+		})
+	}
+
+	t.Run("a strict Handoff passes", func(t *testing.T) {
+		body := `{"jsonrpc":"2.0","id":8,"method":"message/send","params":{"message":{"kind":"message","messageId":"ok","role":"user","contextId":"ctx-strict","parts":[{"kind":"text","text":"complete"}],"metadata":{"` +
+			a2ahandoff.Key + `":{"offer":` + offer + `}}}}}`
+		req, _ := http.NewRequest("POST", srv.url, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Authorization", "Bearer token-of-"+assistantID)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		if !strings.Contains(string(b), `"state":"completed"`) {
+			t.Fatalf("reply %s, want a completed task", b)
+		}
+	})
+}
