@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/ecdsa"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -170,7 +171,7 @@ type args struct {
 // tool is the tester's MCP tool: it counts its runs and, by mode,
 // completes, fails (declaring no effect), blocks until released or
 // stopped, or returns an error without declaring the outcome.
-func (e *env) tool(ctx context.Context, _ *mcp.CallToolRequest, a args) (*mcp.CallToolResult, any, error) {
+func (e *env) tool(ctx context.Context, req *mcp.CallToolRequest, a args) (*mcp.CallToolResult, any, error) {
 	e.runs.Add(1)
 	hop := mcphandoff.HopFrom(ctx)
 	if hop == nil {
@@ -198,6 +199,15 @@ func (e *env) tool(ctx context.Context, _ *mcp.CallToolRequest, a args) (*mcp.Ca
 		}
 	case "error":
 		return nil, nil, errors.New("the test runner crashed")
+	case "ask":
+		// A multi-round-trip tool (SEP-2322): the first round asks which
+		// suite to run, the retry carries the answer.
+		ans, ok := req.Params.InputResponses["suite"].(*mcp.ElicitResult)
+		if !ok {
+			return &mcp.CallToolResult{InputRequests: mcp.InputRequestMap{"suite": &mcp.ElicitParams{Mode: "form", Message: "which suite?",
+				RequestedSchema: map[string]any{"type": "object", "properties": map[string]any{"suite": map[string]any{"type": "string"}}}}}}, nil, nil
+		}
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf("suite %v passed", ans.Content["suite"])}}}, nil, nil
 	}
 	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "all tests passed"}}}, nil, nil
 }

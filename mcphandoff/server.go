@@ -68,9 +68,12 @@ type Server struct {
 	offers  map[string]hopKey  // offer digest -> hop, for cancels (bounded)
 	order   []string           // insertion order of offers, for the bound
 	results map[hopKey]*result // finished results, for retransmissions (bounded)
-	rorder  []hopKey
-	active  int        // work goroutines running, under mu
-	idle    *sync.Cond // signaled when active drops to 0
+	// awaiting: hops whose tool's last round asked for input (SEP-2322
+	// InputRequests): still accepted, the next round runs the tool again.
+	awaiting map[hopKey]*pending
+	rorder   []hopKey
+	active   int        // work goroutines running, under mu
+	idle     *sync.Cond // signaled when active drops to 0
 }
 
 type hopKey struct{ iss, hop string }
@@ -84,6 +87,14 @@ type work struct {
 
 type result struct{ res *mcp.CallToolResult }
 
+// pending is a hop between rounds of a multi-round-trip tool call: the hop
+// the rounds share, and the last round's result (its InputRequests), sent
+// again to a retransmission without input responses.
+type pending struct {
+	hop *Hop
+	res *mcp.CallToolResult
+}
+
 // maxOffers bounds the digest -> hop index used to route cancels.
 const maxOffers = 1 << 16
 
@@ -95,7 +106,7 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 	if cfg.Results == 0 {
 		cfg.Results = 1024
 	}
-	s := &Server{cfg: cfg, running: map[hopKey]*work{}, offers: map[string]hopKey{}, results: map[hopKey]*result{}}
+	s := &Server{cfg: cfg, running: map[hopKey]*work{}, offers: map[string]hopKey{}, results: map[hopKey]*result{}, awaiting: map[hopKey]*pending{}}
 	s.idle = sync.NewCond(&s.mu)
 	return s, nil
 }
@@ -196,15 +207,54 @@ func (s *Server) call(ctx context.Context, next mcp.MethodHandler, method string
 		}
 		return toolError(nil, "handoff refused: equivocation (another offer for hop %s of %s was received first)", a.Hop, a.Iss), nil
 	case handoff.Retransmission:
+		if hop := s.nextRound(a, r); hop != nil {
+			return s.run(ctx, next, method, r, hop, a.Status)
+		}
 		return s.retransmission(a), nil
 	case handoff.Accepted:
 		if !a.Take {
 			// Config.Defer: recorded "received", no decision yet.
 			return &mcp.CallToolResult{Content: text("hop %s received; not yet decided: ask again later", a.Hop)}, nil
 		}
-		return s.run(ctx, next, method, r, a)
+		hop := &Hop{Iss: a.Iss, ID: a.Hop, Offer: a.Result.Offer, Handoff: a.Result.Handoff,
+			ChainQuality: a.Result.ChainQuality}
+		if a.Result.OfferDigest != nil {
+			hop.Digest = *a.Result.OfferDigest
+		}
+		return s.run(ctx, next, method, r, hop, a.Status)
 	}
 	return nil, fmt.Errorf("mcphandoff: unexpected outcome %q", a.Outcome)
+}
+
+// nextRound returns the hop whose tool runs again for this call, or nil
+// when the call is an ordinary retransmission. A multi-round-trip tool
+// call (SEP-2322, go-sdk v1.8.0) retries the same tools/call, the same
+// Handoff under Key, with InputResponses or RequestState added: the
+// delegate sees a retransmission. It is the next round of the same work,
+// not new work, when the tool's last round here asked for input (the hop
+// is awaiting), the record is still "accepted" and not canceled, the
+// sender is authenticated as the offer's iss (a.Status is only given to
+// such a sender), and the call carries the client's answer. Anything else
+// is answered from the record and the tool does not run (fail safe).
+func (s *Server) nextRound(a *delegate.Answer, r *mcp.CallToolRequest) *Hop {
+	if a.Status == nil || a.Record == nil || a.Record.State != store.Accepted || a.Record.Canceled {
+		return nil
+	}
+	if r.Params.InputResponses == nil && r.Params.RequestState == "" {
+		return nil
+	}
+	k := hopKey{a.Iss, a.Hop}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p := s.awaiting[k]
+	if _, running := s.running[k]; p == nil || running {
+		return nil
+	}
+	delete(s.awaiting, k)
+	p.hop.mu.Lock()
+	p.hop.out, p.hop.isSet = delegate.Outcome{}, false // a declaration counts for the round that returns it
+	p.hop.mu.Unlock()
+	return p.hop
 }
 
 // run does the work of a newly taken hop exactly once. The work runs under
@@ -213,15 +263,10 @@ func (s *Server) call(ctx context.Context, next mcp.MethodHandler, method string
 // verified "canceled" (or an equivocation) stops taken work; otherwise it
 // runs to its outcome, which is recorded and answers the next
 // retransmission.
-func (s *Server) run(ctx context.Context, next mcp.MethodHandler, method string, r *mcp.CallToolRequest, a *delegate.Answer) (mcp.Result, error) {
-	hop := &Hop{Iss: a.Iss, ID: a.Hop, Offer: a.Result.Offer, Handoff: a.Result.Handoff,
-		ChainQuality: a.Result.ChainQuality}
-	if a.Result.OfferDigest != nil {
-		hop.Digest = *a.Result.OfferDigest
-	}
+func (s *Server) run(ctx context.Context, next mcp.MethodHandler, method string, r *mcp.CallToolRequest, hop *Hop, accepted *handoff.Element) (mcp.Result, error) {
 	wctx, cancel := context.WithCancel(context.WithValue(context.WithoutCancel(ctx), hopCtxKey{}, hop))
 	w := &work{hop: hop, cancel: cancel, done: make(chan struct{})}
-	k := hopKey{a.Iss, a.Hop}
+	k := hopKey{hop.Iss, hop.ID}
 	s.mu.Lock()
 	s.running[k] = w
 	s.active++
@@ -229,7 +274,7 @@ func (s *Server) run(ctx context.Context, next mcp.MethodHandler, method string,
 	go func() {
 		defer cancel()
 		res, err := invoke(wctx, next, method, r)
-		reply, rerr := s.finish(context.WithoutCancel(ctx), hop, a.Status, res, err)
+		reply, rerr := s.finish(context.WithoutCancel(ctx), hop, accepted, res, err)
 		if rerr != nil && s.cfg.Report != nil {
 			s.cfg.Report(rerr)
 		}
@@ -279,6 +324,19 @@ func invoke(ctx context.Context, next mcp.MethodHandler, method string, r *mcp.C
 // no effect, and anything else is an outcome not known: the hop stays
 // "accepted" and is flagged (draft "Knowing the Outcome": never guess).
 func (s *Server) finish(ctx context.Context, hop *Hop, accepted *handoff.Element, res *mcp.CallToolResult, callErr error) (*mcp.CallToolResult, error) {
+	if callErr == nil && res.InputRequests != nil {
+		// A round of a multi-round-trip call (SEP-2322): the tool asks the
+		// client for input and runs again when the call is retried with
+		// the answers. Not an outcome: the hop stays "accepted", unflagged,
+		// and the retry, which carries the same Handoff, runs the tool
+		// again under this hop (nextRound) instead of being answered as a
+		// retransmission.
+		c := *res
+		s.mu.Lock()
+		s.awaiting[hopKey{hop.Iss, hop.ID}] = &pending{hop: hop, res: &c}
+		s.mu.Unlock()
+		return withStatus(res, accepted), nil
+	}
 	reply := res
 	if reply == nil {
 		reply = &mcp.CallToolResult{IsError: true, Content: text("%v", callErr)}
@@ -341,6 +399,7 @@ func (s *Server) retransmission(a *delegate.Answer) *mcp.CallToolResult {
 	s.mu.Lock()
 	kept := s.results[k]
 	_, running := s.running[k]
+	awaiting := s.awaiting[k]
 	s.mu.Unlock()
 	var res *mcp.CallToolResult
 	switch {
@@ -348,6 +407,10 @@ func (s *Server) retransmission(a *delegate.Answer) *mcp.CallToolResult {
 		res = &mcp.CallToolResult{Content: text("retransmission of hop %s: no status to resend (not yet decided, or the sender is not authenticated as %s)", a.Hop, a.Iss)}
 	case kept != nil && state.Terminal():
 		res = kept.res
+	case awaiting != nil && state == store.Accepted:
+		// Its last round asked for input: ask again, so that the
+		// client's multi-round-trip loop can answer.
+		res = awaiting.res
 	case running:
 		res = &mcp.CallToolResult{Content: text("hop %s is accepted and its work is running: ask again later", a.Hop)}
 	default:
@@ -393,6 +456,18 @@ func (s *Server) cancelled(ctx context.Context, p *mcp.CancelledParams) error {
 		return fmt.Errorf("mcphandoff: cancel for offer %s: %w", st.Offer, err)
 	}
 	s.stop(k)
+	s.mu.Lock()
+	waiting := s.awaiting[k]
+	delete(s.awaiting, k)
+	s.mu.Unlock()
+	if waiting != nil {
+		// Canceled between rounds: no round will run again, and what the
+		// earlier rounds did is not known here (draft "Knowing the
+		// Outcome": never guess).
+		if err := s.cfg.Delegate.Unknown(context.WithoutCancel(ctx), k.iss, k.hop, "canceled while the tool awaited input (multi-round-trip); the earlier rounds' effect is not known"); err != nil {
+			return fmt.Errorf("mcphandoff: flagging hop %s of %s: %w", k.hop, k.iss, err)
+		}
+	}
 	return nil
 }
 
