@@ -66,3 +66,57 @@ func TestCancelRecordsOutcome(t *testing.T) {
 		})
 	}
 }
+
+// A task may carry a second offer, sent as a follow-up into it; the
+// delegator's "canceled" for that hop is verified against the offer it
+// names (D9), not against the task's first offer.
+func TestCancelOfSecondOfferInTask(t *testing.T) {
+	ctx := context.Background()
+	w := newWorld(t)
+	srv := w.serve(t, plannerID, memStore(), handoff.FormJWS, func(c *a2ahandoff.ServerConfig) { c.NoEffectUnlessCompleted = true })
+	dl := w.delegator(t, assistantID, store.NewMemory(time.Now()), handoff.FormJWS)
+	c := w.client(t, srv.url, assistantID, dl, handoff.JSON)
+	r1, err := c.Offer(ctx, delegator.Offer{Aud: plannerID, Work: "first"}, say("more"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r1.State() != a2a.TaskStateInputRequired {
+		t.Fatalf("first: %s, want input-required", r1.State())
+	}
+	h, issued, err := dl.Offer(ctx, delegator.Offer{Aud: plannerID, Work: "second", Dialog: r1.Task.ContextID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := say("block")
+	m.ContextID, m.TaskID = r1.Task.ContextID, r1.Task.ID
+	r2, err := c.Send(ctx, issued.Hop, h, m, &a2a.MessageSendConfig{Blocking: new(false)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-srv.agent.started
+	if r2.Task == nil || r2.Task.ID != r1.Task.ID {
+		t.Fatalf("the second offer's reply %+v is not the first task", r2.Result)
+	}
+	cr, err := c.Cancel(ctx, issued.Hop)
+	if err != nil {
+		t.Fatalf("cancel of the second offer's hop refused: %v", err)
+	}
+	if cr.State() != a2a.TaskStateCanceled {
+		t.Fatalf("task %s, want canceled", cr.State())
+	}
+	<-srv.agent.stopped
+	rec, err := srv.st.Get(ctx, assistantID, issued.Hop)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rec.Canceled {
+		t.Fatal("the second hop is not noted canceled")
+	}
+	first, err := srv.st.Get(ctx, assistantID, r1.Hop)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first.Canceled {
+		t.Fatal("the first hop was noted canceled by the second hop's cancel")
+	}
+}

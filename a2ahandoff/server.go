@@ -327,9 +327,22 @@ func statusMessage(rc *a2asrv.RequestContext, st *handoff.Element, text string) 
 // message carrying one, whose record shows it was taken. nil, nil: not a
 // handoff task.
 func (x *Executor) hopOfTask(ctx context.Context, t *a2a.Task) (*Hop, error) {
+	hs, err := x.hopsOfTask(ctx, t, false)
+	if err != nil || len(hs) == 0 {
+		return nil, err
+	}
+	return hs[0], nil
+}
+
+// hopsOfTask finds the hops a stored task carries: the first Handoff in
+// its history must have been taken (else an error), and with all, every
+// later Handoff whose offer was taken is listed too (a second offer sent
+// as a follow-up into the task); later ones not taken are skipped.
+func (x *Executor) hopsOfTask(ctx context.Context, t *a2a.Task, all bool) ([]*Hop, error) {
 	if t == nil {
 		return nil, nil
 	}
+	var hs []*Hop
 	for _, m := range t.History {
 		if m == nil || m.Role != a2a.MessageRoleUser {
 			continue
@@ -338,30 +351,49 @@ func (x *Executor) hopOfTask(ctx context.Context, t *a2a.Task) (*Hop, error) {
 		if !ok {
 			continue
 		}
-		b, err := handoffOctets(v)
+		h, err := x.takenHop(ctx, t, v)
+		if len(hs) > 0 {
+			if err == nil {
+				hs = append(hs, h)
+			}
+			continue
+		}
 		if err != nil {
-			return nil, fmt.Errorf("task %s: its Handoff cannot be read: %v", t.ID, err)
+			return nil, err
 		}
-		h, err := handoff.ParseHandoff(b, x.cfg.Delegate.Options.Limits)
-		if err != nil {
-			return nil, fmt.Errorf("task %s: its Handoff cannot be read: %v", t.ID, err)
+		hs = append(hs, h)
+		if !all {
+			break
 		}
-		o, _, err := handoff.UnsafeDecode(h.Offer)
-		if err != nil || o == nil {
-			return nil, fmt.Errorf("task %s: its offer cannot be read: %v", t.ID, err)
-		}
-		// The payload was verified when the task was taken; the record
-		// (same offer digest, taken) shows that it was.
-		r, err := x.cfg.Delegate.Store.Get(ctx, o.Iss, o.Hop)
-		if err != nil {
-			return nil, fmt.Errorf("task %s: hop %s of %q: %w", t.ID, o.Hop, o.Iss, err)
-		}
-		if !r.Digest.Equal(h.Offer.Digest()) || r.State == store.Received || r.State == store.Rejected {
-			return nil, fmt.Errorf("task %s: hop %s of %q was not taken with this offer", t.ID, o.Hop, o.Iss)
-		}
-		return &Hop{Iss: o.Iss, Hop: o.Hop, Offer: o, Handoff: h}, nil
 	}
-	return nil, nil
+	return hs, nil
+}
+
+// takenHop reads a Handoff of a task's history and checks in the record
+// that its offer was taken.
+func (x *Executor) takenHop(ctx context.Context, t *a2a.Task, v any) (*Hop, error) {
+	b, err := handoffOctets(v)
+	if err != nil {
+		return nil, fmt.Errorf("task %s: its Handoff cannot be read: %v", t.ID, err)
+	}
+	h, err := handoff.ParseHandoff(b, x.cfg.Delegate.Options.Limits)
+	if err != nil {
+		return nil, fmt.Errorf("task %s: its Handoff cannot be read: %v", t.ID, err)
+	}
+	o, _, err := handoff.UnsafeDecode(h.Offer)
+	if err != nil || o == nil {
+		return nil, fmt.Errorf("task %s: its offer cannot be read: %v", t.ID, err)
+	}
+	// The payload was verified when the task was taken; the record
+	// (same offer digest, taken) shows that it was.
+	r, err := x.cfg.Delegate.Store.Get(ctx, o.Iss, o.Hop)
+	if err != nil {
+		return nil, fmt.Errorf("task %s: hop %s of %q: %w", t.ID, o.Hop, o.Iss, err)
+	}
+	if !r.Digest.Equal(h.Offer.Digest()) || r.State == store.Received || r.State == store.Rejected {
+		return nil, fmt.Errorf("task %s: hop %s of %q was not taken with this offer", t.ID, o.Hop, o.Iss)
+	}
+	return &Hop{Iss: o.Iss, Hop: o.Hop, Offer: o, Handoff: h}, nil
 }
 
 // followUp runs the agent for a message without a Handoff in a task taken
@@ -719,11 +751,11 @@ func (w *queue) intercept(ctx context.Context, ev a2a.Event) (a2a.Event, error) 
 // authenticated as the delegator. A cancel without a valid "canceled" is
 // refused and the task goes on. Other tasks go to the agent's Cancel.
 func (x *Executor) Cancel(ctx context.Context, rc *a2asrv.RequestContext, q eventqueue.Queue) error {
-	h, err := x.hopOfTask(ctx, rc.StoredTask)
+	hs, err := x.hopsOfTask(ctx, rc.StoredTask, true)
 	if err != nil {
 		return fmt.Errorf("a2ahandoff: %v: %w", err, a2a.ErrTaskNotCancelable)
 	}
-	if h == nil {
+	if len(hs) == 0 {
 		return x.agent.Cancel(ctx, rc, q)
 	}
 	v, ok := rc.Metadata[Key]
@@ -733,6 +765,19 @@ func (x *Executor) Cancel(ctx context.Context, rc *a2asrv.RequestContext, q even
 	el, err := statusValue(v)
 	if err != nil {
 		return fmt.Errorf("%v: %w", err, a2a.ErrInvalidParams)
+	}
+	// The cancel is for the hop whose offer it names (a task may carry a
+	// second offer sent as a follow-up); it is verified against that
+	// offer (D9). One naming none of them is checked against the first,
+	// and refused.
+	h := hs[0]
+	if _, cs, _ := handoff.UnsafeDecode(el); cs != nil {
+		for _, c := range hs {
+			if cs.Offer.Equal(c.Handoff.Offer.Digest()) {
+				h = c
+				break
+			}
+		}
 	}
 	rec, err := x.d.Cancel(ctx, el, h.Iss, h.Hop)
 	if err != nil {
