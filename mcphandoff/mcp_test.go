@@ -587,57 +587,65 @@ func TestStatuses(t *testing.T) {
 // and the retransmitter learns it (draft "Asking Again": a delegator over
 // MCP learns later statuses by retransmitting).
 func TestLostReplyRecoveredByAsking(t *testing.T) {
-	e := newEnv(t, handoff.FormJWS, handoff.JSON)
-	ctx := context.Background()
-	h, hop := e.offer(e.dl, tester, "lost")
-	release := e.gate()
-	short, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
-	defer cancel()
-	if _, err := e.hc.Call(short, e.cs, call("block"), h); !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("call: %v", err)
-	}
-	close(release)
-	e.srv.Wait()
-	// What delegator.RunRetransmitter calls for each due hop.
-	send := e.hc.Retransmitter(e.cs)
-	if err := send(ctx, delegator.Ask{Hop: hop}); err != nil {
-		t.Fatal(err)
-	}
-	r, err := e.hc.Ask(ctx, e.cs, hop.Hop)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if r.State != handoff.StateCompleted || !r.Hop.Resolved || textOf(r.Result) != "all tests passed" {
-		t.Fatalf("state %s, hop %+v, result %q", r.State, r.Hop, textOf(r.Result))
-	}
-	if n := e.runs.Load(); n != 1 {
-		t.Fatalf("tool ran %d times", n)
+	for _, enc := range []handoff.Encoding{handoff.JSON, handoff.CBOR} {
+		t.Run(enc.String(), func(t *testing.T) {
+			e := newEnv(t, handoff.FormJWS, enc)
+			ctx := context.Background()
+			h, hop := e.offer(e.dl, tester, "lost")
+			release := e.gate()
+			short, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+			defer cancel()
+			if _, err := e.hc.Call(short, e.cs, call("block"), h); !errors.Is(err, context.DeadlineExceeded) {
+				t.Fatalf("call: %v", err)
+			}
+			close(release)
+			e.srv.Wait()
+			// What delegator.RunRetransmitter calls for each due hop.
+			send := e.hc.Retransmitter(e.cs)
+			if err := send(ctx, delegator.Ask{Hop: hop}); err != nil {
+				t.Fatal(err)
+			}
+			r, err := e.hc.Ask(ctx, e.cs, hop.Hop)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.State != handoff.StateCompleted || !r.Hop.Resolved || textOf(r.Result) != "all tests passed" {
+				t.Fatalf("state %s, hop %+v, result %q", r.State, r.Hop, textOf(r.Result))
+			}
+			if n := e.runs.Load(); n != 1 {
+				t.Fatalf("tool ran %d times", n)
+			}
+		})
 	}
 }
 
 // TestUnauthenticatedRetransmission: a resent status goes only to a sender
 // the host authenticated as the offer's iss (draft "Replay and Freshness").
 func TestUnauthenticatedRetransmission(t *testing.T) {
-	e := newEnv(t, handoff.FormJWS, handoff.JSON)
-	ctx := context.Background()
-	h, hop := e.offer(e.dl, tester, "copied")
-	if _, err := e.hc.Call(ctx, e.cs, call("ok"), h); err != nil {
-		t.Fatal(err)
-	}
-	hc, cs := e.connect(e.dl, handoff.JSON, "stranger-token")
-	if _, err := hc.Ask(ctx, cs, hop.Hop); !errors.Is(err, mcphandoff.ErrNotSent) {
-		t.Fatalf("Ask of a hop this client never sent: %v", err)
-	}
-	v, _ := mcphandoff.HandoffValue(h, handoff.JSON)
-	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "run-tests", Arguments: args{Mode: "ok"}, Meta: mcp.Meta{mcphandoff.Key: v}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, has := res.Meta[mcphandoff.Key]; has {
-		t.Fatal("a replay from an unauthenticated sender got the status")
-	}
-	if n := e.runs.Load(); n != 1 {
-		t.Fatalf("tool ran %d times", n)
+	for _, enc := range []handoff.Encoding{handoff.JSON, handoff.CBOR} {
+		t.Run(enc.String(), func(t *testing.T) {
+			e := newEnv(t, handoff.FormJWS, enc)
+			ctx := context.Background()
+			h, hop := e.offer(e.dl, tester, "copied")
+			if _, err := e.hc.Call(ctx, e.cs, call("ok"), h); err != nil {
+				t.Fatal(err)
+			}
+			hc, cs := e.connect(e.dl, enc, "stranger-token")
+			if _, err := hc.Ask(ctx, cs, hop.Hop); !errors.Is(err, mcphandoff.ErrNotSent) {
+				t.Fatalf("Ask of a hop this client never sent: %v", err)
+			}
+			v, _ := mcphandoff.HandoffValue(h, enc)
+			res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "run-tests", Arguments: args{Mode: "ok"}, Meta: mcp.Meta{mcphandoff.Key: v}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, has := res.Meta[mcphandoff.Key]; has {
+				t.Fatal("a replay from an unauthenticated sender got the status")
+			}
+			if n := e.runs.Load(); n != 1 {
+				t.Fatalf("tool ran %d times", n)
+			}
+		})
 	}
 }
 
