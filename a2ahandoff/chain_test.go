@@ -361,4 +361,64 @@ func TestStreamingOverA2A(t *testing.T) {
 	if want := []string{"working:accepted", "completed:completed"}; !slices.Equal(got, want) {
 		t.Fatalf("streamed %v, want %v", got, want)
 	}
+
+	// streamed collects, per event, the A2A kind/state and the verified
+	// state of the status it carries.
+	streamed := func(m *a2a.Message, offer handoff.Element) []string {
+		var got []string
+		for ev, err := range plain.SendStreamingMessage(ctx, &a2a.MessageSendParams{Message: m}) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			var meta map[string]any
+			kind := ""
+			switch e := ev.(type) {
+			case *a2a.Message:
+				kind, meta = "message", e.Metadata
+			case *a2a.TaskStatusUpdateEvent:
+				if e.Status.Message != nil {
+					kind, meta = string(e.Status.State), e.Status.Message.Metadata
+				}
+			}
+			st, ok, err := a2ahandoff.StatusFrom(meta)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ok {
+				s := w.verified(t, st, offer)
+				got = append(got, kind+":"+string(s.State)+"/"+string(s.Reason))
+			}
+		}
+		return got
+	}
+
+	// Asking Again over message/stream: a Message with the last status,
+	// the agent not run again.
+	again := *m
+	again.ID = a2a.NewMessageID()
+	if got, want := streamed(&again, offer), []string{"message:completed/"}; !slices.Equal(got, want) {
+		t.Fatalf("streamed retransmission %v, want %v", got, want)
+	}
+	if n := srv.agent.runs.Load(); n != 1 {
+		t.Fatalf("the agent ran %d times", n)
+	}
+
+	// A rejection over message/stream (step 5: another dialog): REJECTED
+	// with the signed rejected.
+	other, err := w.signers[assistantID].SignOffer(&handoff.Offer{Hop: handoff.NewHop(), Dialog: "ctx-other",
+		Iss: assistantID, Aud: plannerID, Iat: now, Exp: now + 60}, handoff.FormCOSE)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rm := say("complete")
+	rm.ContextID = "ctx-stream-2"
+	if err := a2ahandoff.AttachHandoff(rm, &handoff.Handoff{Offer: other}, handoff.CBOR); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := streamed(rm, other), []string{"rejected:rejected/policy"}; !slices.Equal(got, want) {
+		t.Fatalf("streamed rejection %v, want %v", got, want)
+	}
+	if n := srv.agent.runs.Load(); n != 1 {
+		t.Fatalf("the agent ran %d times", n)
+	}
 }
