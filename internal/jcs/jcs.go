@@ -276,35 +276,9 @@ func units(r rune) [2]uint16 {
 // U+0020 as \u00xx (lowercase hex), everything else as its UTF-8 octets. s
 // must be valid UTF-8.
 func AppendString(dst []byte, s string) []byte {
-	const hex = "0123456789abcdef"
-	dst = append(dst, '"')
-	start := 0
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c >= 0x20 && c != '"' && c != '\\' {
-			continue
-		}
-		dst = append(dst, s[start:i]...)
-		switch c {
-		case '"', '\\':
-			dst = append(dst, '\\', c)
-		case '\b':
-			dst = append(dst, '\\', 'b')
-		case '\t':
-			dst = append(dst, '\\', 't')
-		case '\n':
-			dst = append(dst, '\\', 'n')
-		case '\f':
-			dst = append(dst, '\\', 'f')
-		case '\r':
-			dst = append(dst, '\\', 'r')
-		default:
-			dst = append(dst, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
-		}
-		start = i + 1
-	}
-	dst = append(dst, s[start:]...)
-	return append(dst, '"')
+	// jsontext's minimal escaping, which internal/wire's encoder also
+	// writes, is exactly JSON.stringify's.
+	return wire.AppendJSONString(dst, s)
 }
 
 // AppendNumber appends f as ECMAScript's Number::toString writes it

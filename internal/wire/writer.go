@@ -101,7 +101,7 @@ func (w *Writer) Text(s string) {
 		return
 	}
 	w.sep()
-	w.buf = appendJSONString(w.buf, s)
+	w.buf = AppendJSONString(w.buf, s)
 	if w.err == nil && !utf8.ValidString(s) {
 		w.err = ErrInvalidUTF8
 	}
@@ -117,10 +117,10 @@ func (w *Writer) Uint(u uint64) {
 	w.buf = strconv.AppendUint(w.buf, u, 10)
 }
 
-// appendJSONString appends s as a JSON string as jsontext writes it: '"'
+// AppendJSONString appends s as a JSON string as jsontext writes it: '"'
 // and '\\' escaped, control characters as \b \t \n \f \r or \u00xx, all
 // else as it is.
-func appendJSONString(buf []byte, s string) []byte {
+func AppendJSONString(buf []byte, s string) []byte {
 	const hex = "0123456789abcdef"
 	buf = append(buf, '"')
 	start := 0
