@@ -25,6 +25,7 @@ func (r *Receiver) checkChain(h *Handoff, o *Offer) ([]ChainElement, ChainQualit
 	// still decoded so that links, continuity, timing and cycles are
 	// checked over it (D6).
 	chain := make([]ChainElement, n)
+	digests := make([]Digest, n) // each element's, for the prev links
 	unverifiable := false
 	for i, el := range h.Chain {
 		p, err := parseElement(el, "offer", lim)
@@ -39,6 +40,7 @@ func (r *Receiver) checkChain(h *Handoff, o *Offer) ([]ChainElement, ChainQualit
 			}
 			return nil, "", &CheckError{Reason: ReasonBrokenChain, Index: i, Err: err}
 		}
+		digests[i] = p.digest(el)
 		key, err := p.verifyWith(r.o.Keys, p.offer.Iss)
 		if err != nil && !errors.Is(err, errNoKey) {
 			return nil, "", &CheckError{Reason: ReasonBrokenChain, Index: i, Err: err}
@@ -67,11 +69,11 @@ func (r *Receiver) checkChain(h *Handoff, o *Offer) ([]ChainElement, ChainQualit
 		if prev == nil {
 			return nil, "", fail(ReasonBrokenChain, index(i), "prev", "no prev, but an earlier element precedes it")
 		}
-		if !prev.Matches(h.Chain[i-1].Octets) {
-			if prev.Alg != AlgSHA256 {
-				return nil, "", fail(ReasonBrokenChain, index(i), "prev", "digest alg %q is not implemented", prev.Alg)
-			}
-			return nil, "", fail(ReasonBrokenChain, index(i), "prev", "does not name chain[%d] (%s)", i-1, h.Chain[i-1].Digest())
+		if prev.Alg != AlgSHA256 {
+			return nil, "", fail(ReasonBrokenChain, index(i), "prev", "digest alg %q is not implemented", prev.Alg)
+		}
+		if !prev.Equal(digests[i-1]) {
+			return nil, "", fail(ReasonBrokenChain, index(i), "prev", "does not name chain[%d] (%s)", i-1, digests[i-1])
 		}
 	}
 	// Check 3: continuity.

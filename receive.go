@@ -177,11 +177,17 @@ func (r *Receiver) Receive(ctx context.Context, b []byte, dialog string) (*Resul
 	// Step 1: the Handoff, then the offer's signed form (D1 (a), D3).
 	h, err := ParseHandoff(b, lim)
 	res.Handoff = h
-	if h != nil && h.Offer.Form != FormInvalid && h.Offer.Octets != nil {
-		d := h.Offer.Digest()
-		res.OfferDigest = &d
+	// The offer's digest is known whenever its octets are, even when the
+	// checks fail; a parsed element shares its hashing with the signature
+	// check (parsed.digest).
+	digestOnly := func() {
+		if h != nil && h.Offer.Form != FormInvalid && h.Offer.Octets != nil {
+			d := h.Offer.Digest()
+			res.OfferDigest = &d
+		}
 	}
 	if err != nil {
+		digestOnly()
 		return fromMember(1, OfferIndex, err)
 	}
 	if h.Chain == nil {
@@ -189,8 +195,11 @@ func (r *Receiver) Receive(ctx context.Context, b []byte, dialog string) (*Resul
 	}
 	p, err := parseElement(h.Offer, "offer", lim)
 	if err != nil {
+		digestOnly()
 		return fromMember(1, OfferIndex, err)
 	}
+	od := p.digest(h.Offer)
+	res.OfferDigest = &od
 	o := p.offer
 	// D1 (b), (c): a key bound to iss, then the signature.
 	key, err := p.verifyWith(r.o.Keys, o.Iss)

@@ -106,6 +106,17 @@ type parsed struct {
 	msg    *cose.Message // FormCOSE
 }
 
+// digest is the handoff digest of e, the element p was parsed from. For a
+// JWS it is computed in the same pass as the signing input's hash, which
+// verify then reuses.
+func (p *parsed) digest(e Element) Digest {
+	if p.tok != nil {
+		d := p.tok.Digest()
+		return Digest{Alg: AlgSHA256, Val: d[:]}
+	}
+	return e.Digest()
+}
+
 // verify checks the signature with pub.
 func (p *parsed) verify(pub *ecdsa.PublicKey) error {
 	if p.tok != nil {

@@ -63,7 +63,14 @@ type Token struct {
 	Payload []byte // decoded payload octets
 
 	signingInput []byte   // "header.payload" prefix of Parse's input (aliased)
+	sigPart      []byte   // ".signature" rest of Parse's input (aliased)
 	sig          [64]byte // R||S, each 32 octets big-endian
+
+	// inputHash is SHA-256(signingInput) once Digest has computed it on
+	// its way to the whole token's hash; Verify then does not hash the
+	// signing input a second time.
+	inputHash [sha256.Size]byte
+	hashed    bool
 }
 
 const (
@@ -183,7 +190,24 @@ func Parse(compact []byte) (*Token, error) {
 		return nil, b64Error("signature", sPart)
 	}
 	t.signingInput = compact[:d2:d2]
+	t.sigPart = compact[d2:]
 	return t, nil
+}
+
+// Digest returns SHA-256 of the whole compact serialization Parse was
+// given: the handoff digest of the element (draft "Handoff Digest"). The
+// signing input is its prefix, so one pass over the octets yields both
+// hashes: the signing input's is kept for Verify (Sum does not disturb
+// the running state).
+func (t *Token) Digest() [sha256.Size]byte {
+	h := sha256.New()
+	h.Write(t.signingInput)
+	h.Sum(t.inputHash[:0])
+	t.hashed = true
+	h.Write(t.sigPart)
+	var d [sha256.Size]byte
+	h.Sum(d[:0])
+	return d
 }
 
 // b64Error describes why part is not strict base64url.
@@ -475,7 +499,10 @@ func (t *Token) Verify(pub *ecdsa.PublicKey) error {
 	}
 	var buf [72]byte
 	der := appendDERSignature(buf[:0], r, s)
-	h := sha256.Sum256(t.signingInput)
+	h := t.inputHash
+	if !t.hashed {
+		h = sha256.Sum256(t.signingInput)
+	}
 	if !ecdsa.VerifyASN1(pub, h[:], der) {
 		return ErrSignature
 	}

@@ -97,6 +97,18 @@ func TestSignParseVerify(t *testing.T) {
 	if err := tk.Verify(&key.PublicKey); err != nil {
 		t.Fatal(err)
 	}
+	// Digest is the handoff digest (draft "Handoff Digest": SHA-256 of the
+	// whole compact serialization), and Verify after it uses the signing
+	// input's hash taken on the way.
+	if got, want := tk.Digest(), sha256.Sum256(tok); got != want {
+		t.Errorf("Digest = %x, want %x", got, want)
+	}
+	if got, want := tk.inputHash, sha256.Sum256(tok[:bytes.LastIndexByte(tok, '.')]); got != want {
+		t.Errorf("signing input hash = %x, want %x", got, want)
+	}
+	if err := tk.Verify(&key.PublicKey); err != nil {
+		t.Fatal(err)
+	}
 	// A kid that needs JSON escaping round-trips.
 	odd := "k\"\\é\u2028\x01"
 	tok, err = Sign(rand.Reader, key, odd, payload)
@@ -351,12 +363,19 @@ func TestFlips(t *testing.T) {
 			}
 			m := bytes.Clone(tok)
 			m[i] = repl
-			tk, err := Parse(m)
-			if err == nil {
-				err = tk.Verify(&key.PublicKey)
-			}
-			if err == nil {
-				t.Fatalf("%s: flipping offset %d to %q still verifies", part, i, repl)
+			// Both ways to Verify: hashing the signing input itself, and
+			// reusing the hash Digest took.
+			for _, digestFirst := range []bool{false, true} {
+				tk, err := Parse(m)
+				if err == nil {
+					if digestFirst {
+						tk.Digest()
+					}
+					err = tk.Verify(&key.PublicKey)
+				}
+				if err == nil {
+					t.Fatalf("%s: flipping offset %d to %q still verifies (digest first: %v)", part, i, repl, digestFirst)
+				}
 			}
 			seen[part]++
 		}
