@@ -206,7 +206,7 @@ func (w *world) serve(t testing.TB, me string, st store.Store, form handoff.Form
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := a2asrv.NewHandler(x, a2asrv.WithCallInterceptor(bearerAuth{tokens: w.tokens}))
+	h := a2ahandoff.NewHandler(x, a2asrv.WithCallInterceptor(bearerAuth{tokens: w.tokens}))
 	srv := httptest.NewServer(a2ahandoff.StrictHandler(a2asrv.NewJSONRPCHandler(h)))
 	t.Cleanup(srv.Close)
 	return &server{x: x, agent: agent, url: srv.URL, st: st, close: srv.Close}

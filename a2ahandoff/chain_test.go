@@ -88,7 +88,7 @@ func TestChainAndCancelDownOverA2A(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			srv := httptest.NewServer(a2asrv.NewJSONRPCHandler(a2asrv.NewHandler(x, a2asrv.WithCallInterceptor(bearerAuth{tokens: w.tokens}))))
+			srv := httptest.NewServer(a2ahandoff.StrictHandler(a2asrv.NewJSONRPCHandler(a2ahandoff.NewHandler(x, a2asrv.WithCallInterceptor(bearerAuth{tokens: w.tokens})))))
 			t.Cleanup(srv.Close)
 
 			assistantTr := store.NewMemory(time.Now())

@@ -44,20 +44,28 @@
 // before the SDK reads it. Use it (other transports, such as gRPC, carry
 // no JSON text to check).
 //
-// # Limits
+// # Asking again into the hop's own task
 //
 // A retransmission sent into the hop's own A2A task (a message carrying
-// the same Handoff and the original taskId) is refused by a2a-go before
-// the Executor runs: "internal error" while the task runs, "invalid
-// params" once it is terminal. Ask again in a new message without a
-// taskId, as Client.Ask does; it is answered from the record.
+// the same Handoff and the original taskId, as a client re-sending after
+// a lost reply does) is refused by a2a-go before any executor runs:
+// "internal error" while the task runs, "invalid params" once it is
+// terminal. Serve the Executor with NewHandler (in place of
+// a2asrv.NewHandler): it answers every retransmission from the hop's
+// record before a2a-go looks at the task, with or without a taskId. With
+// a2asrv.NewHandler alone only a retransmission in a new message (no
+// taskId, as Client.Ask sends it) is answered.
+//
+// The layers, outermost first:
+//
+//	StrictHandler(a2asrv.NewJSONRPCHandler(NewHandler(x, a2asrv.WithCallInterceptor(auth))))
 //
 // # The two sides
 //
-// The delegate wraps its a2asrv.AgentExecutor in an Executor: the receiving
-// checks (package delegate, with its durable hop store) run before the
-// agent's code sees the task, and the A2A task states follow the draft's
-// mapping table (offered SUBMITTED, accepted WORKING, rejected REJECTED,
+// The delegate wraps its a2asrv.AgentExecutor in an Executor and serves
+// it with NewHandler: the receiving checks (package delegate, with its
+// durable hop store) run before the agent's code sees the task, and the
+// A2A task states follow the draft's mapping table (offered SUBMITTED, accepted WORKING, rejected REJECTED,
 // completed COMPLETED, failed FAILED, canceled CANCELED).
 //
 // The delegator wraps its a2aclient.Client in a Client, which carries the

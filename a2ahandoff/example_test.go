@@ -93,7 +93,7 @@ func Example() {
 	}
 	// StrictHandler refuses a JSON Handoff that is not strict JSON
 	// (duplicate members, lone surrogates) before the SDK decodes it.
-	srv := httptest.NewServer(a2ahandoff.StrictHandler(a2asrv.NewJSONRPCHandler(a2asrv.NewHandler(x))))
+	srv := httptest.NewServer(a2ahandoff.StrictHandler(a2asrv.NewJSONRPCHandler(a2ahandoff.NewHandler(x))))
 	defer srv.Close()
 
 	// Client side (the assistant).

@@ -66,6 +66,7 @@ type ServerConfig struct {
 //	                                  stays "accepted" and is flagged (see below)
 //	verified "canceled"            -> CANCELED; the agent's context is canceled
 //	retransmission                 -> a Message with the last status, from the record
+//	                                  (NewHandler: also into the hop's own task)
 //	equivocation                   -> REJECTED, no status
 //	refusal in an existing task    -> a Message (no status unless one is due);
 //	                                  the task is left as it was
@@ -83,11 +84,15 @@ type ServerConfig struct {
 // authenticated its sender as the offer's iss (Authenticated) and the hop
 // is accepted, neither canceled nor equivocated; otherwise it is refused.
 //
-// Its Execute and Cancel implement a2asrv.AgentExecutor: pass it to
-// a2asrv.NewHandler in place of the agent, and put StrictHandler in front
-// of the JSON-RPC handler: the Executor reads the Handoff after the SDK
-// decoded it, and without the wrapper a JSON Handoff with duplicate
-// member names or lone surrogates cannot be told from a strict one.
+// Its Execute and Cancel implement a2asrv.AgentExecutor. Serve it with
+// NewHandler (a2asrv.NewHandler plus the answer to a retransmission sent
+// into the hop's own task, which a2a-go refuses before any executor
+// runs), and put StrictHandler in front of the JSON-RPC handler: the
+// Executor reads the Handoff after the SDK decoded it, and without
+// StrictHandler a JSON Handoff with duplicate member names or lone
+// surrogates cannot be told from a strict one:
+//
+//	StrictHandler(a2asrv.NewJSONRPCHandler(NewHandler(x, opts...)))
 type Executor struct {
 	agent a2asrv.AgentExecutor
 	d     *delegate.Delegate
@@ -206,10 +211,7 @@ func (x *Executor) Execute(ctx context.Context, rc *a2asrv.RequestContext, q eve
 		}
 		return x.refuse(ctx, rc, q, nil, "this agent takes work only with a handoff: metadata "+Key+" is missing")
 	}
-	if ext, ok := a2asrv.ExtensionsFrom(ctx); ok {
-		e := CardExtension(false)
-		ext.Activate(&e)
-	}
+	activate(ctx)
 	b, err := handoffOctets(v)
 	if err != nil {
 		// A malformed Handoff is bad-signature (D3) at step 1: nothing
@@ -237,30 +239,21 @@ func (x *Executor) Execute(ctx context.Context, rc *a2asrv.RequestContext, q eve
 		// and Equivocation"); the delegate stopped the first's run, if
 		// one is running here. A first whose work is paused (its task
 		// INPUT_REQUIRED, no run) has its outcome settled now.
-		why := fmt.Sprintf("refused: equivocation: another offer for hop %s of %q is recorded", a.Hop, a.Iss)
 		if rc.StoredTask != nil {
 			if h, _ := x.hopOfTask(ctx, rc.StoredTask); h != nil && h.Iss == a.Iss && h.Hop == a.Hop {
 				// The equivocating offer came into the first offer's own
 				// task: that task ends with the first offer's outcome.
-				if ev := x.settlePaused(ctx, rc, a.Iss, a.Hop, "stopped: the delegator equivocated"); ev != nil {
+				if ev := x.settlePaused(ctx, rc, a.Iss, a.Hop, stoppedByEquivocation); ev != nil {
 					return q.Write(ctx, ev)
 				}
 			}
 		}
-		x.settlePaused(ctx, nil, a.Iss, a.Hop, "stopped: the delegator equivocated")
-		return x.refuse(ctx, rc, q, nil, why)
+		return x.refuse(ctx, rc, q, nil, x.equivocation(ctx, a.Iss, a.Hop))
 	case handoff.Retransmission:
-		text := fmt.Sprintf("retransmission of hop %s: answered from the record, not processed again", a.Hop)
-		if a.Status == nil {
-			text += "; no status resent (none sent yet, or the sender is not authenticated as the offer's iss)"
-		}
-		m := a2a.NewMessage(a2a.MessageRoleAgent, a2a.TextPart{Text: text})
-		m.ContextID = rc.ContextID
-		m.Extensions = withURI(nil)
-		if a.Status != nil {
-			AttachStatus(m, *a.Status)
-		}
-		return q.Write(ctx, m)
+		// Reached when the offer was not yet recorded as the request came
+		// in (a copy racing its original, or an Executor served without
+		// NewHandler); NewHandler answers the others before a2a-go runs.
+		return q.Write(ctx, retransmitted(a, rc.ContextID))
 	case handoff.Accepted:
 		if !a.Take || a.Status == nil {
 			return fmt.Errorf("a2ahandoff: hop %s accepted without taking the work", a.Hop)
@@ -300,17 +293,60 @@ func claimedIss(b []byte, lim handoff.Limits) string {
 // whoever sent the message.
 func (x *Executor) refuse(ctx context.Context, rc *a2asrv.RequestContext, q eventqueue.Queue, st *handoff.Element, why string) error {
 	if rc.StoredTask != nil {
-		m := a2a.NewMessage(a2a.MessageRoleAgent, a2a.TextPart{Text: "handoff: " + why + "; task " + string(rc.TaskID) + " is unchanged"})
-		m.ContextID = rc.ContextID
-		m.Extensions = withURI(nil)
-		if st != nil {
-			AttachStatus(m, *st)
-		}
-		return q.Write(ctx, m)
+		return q.Write(ctx, refusal(rc.ContextID, rc.TaskID, st, why))
 	}
 	ev := a2a.NewStatusUpdateEvent(rc, a2a.TaskStateRejected, statusMessage(rc, st, why))
 	ev.Final = true
 	return q.Write(ctx, ev)
+}
+
+// refusal is the standalone agent Message that refuses a message sent
+// into an existing task, with st when one is due; task is left as it was.
+func refusal(contextID string, task a2a.TaskID, st *handoff.Element, why string) *a2a.Message {
+	m := a2a.NewMessage(a2a.MessageRoleAgent, a2a.TextPart{Text: "handoff: " + why + "; task " + string(task) + " is unchanged"})
+	m.ContextID = contextID
+	m.Extensions = withURI(nil)
+	if st != nil {
+		AttachStatus(m, *st)
+	}
+	return m
+}
+
+// retransmitted is the reply to a retransmission (draft "Asking Again"):
+// a standalone agent Message, never an event of a task, carrying the last
+// status sent when the delegate resends it (a.Status: only to a sender
+// authenticated as the offer's iss).
+func retransmitted(a *delegate.Answer, contextID string) *a2a.Message {
+	text := fmt.Sprintf("retransmission of hop %s: answered from the record, not processed again", a.Hop)
+	if a.Status == nil {
+		text += "; no status resent (none sent yet, or the sender is not authenticated as the offer's iss)"
+	}
+	m := a2a.NewMessage(a2a.MessageRoleAgent, a2a.TextPart{Text: text})
+	m.ContextID = contextID
+	m.Extensions = withURI(nil)
+	if a.Status != nil {
+		AttachStatus(m, *a.Status)
+	}
+	return m
+}
+
+const stoppedByEquivocation = "stopped: the delegator equivocated"
+
+// equivocation settles the first offer of an equivocated hop when its
+// work is paused here (not running: a running one was stopped by the
+// delegate), and says why the second offer is refused. The second offer
+// gets no status (draft "Forks, Concurrency, and Equivocation").
+func (x *Executor) equivocation(ctx context.Context, iss, hop string) string {
+	x.settlePaused(ctx, nil, iss, hop, stoppedByEquivocation)
+	return fmt.Sprintf("refused: equivocation: another offer for hop %s of %q is recorded", hop, iss)
+}
+
+// activate lists URI among the extensions the response activated.
+func activate(ctx context.Context) {
+	if ext, ok := a2asrv.ExtensionsFrom(ctx); ok {
+		e := CardExtension(false)
+		ext.Activate(&e)
+	}
 }
 
 // statusMessage is an agent message for a TaskStatus, carrying st.
@@ -783,10 +819,7 @@ func (x *Executor) Cancel(ctx context.Context, rc *a2asrv.RequestContext, q even
 	if err != nil {
 		return fmt.Errorf("a2ahandoff: cancel of hop %s refused: %v: %w", h.Hop, err, a2a.ErrTaskNotCancelable)
 	}
-	if ext, ok := a2asrv.ExtensionsFrom(ctx); ok {
-		e := CardExtension(false)
-		ext.Activate(&e)
-	}
+	activate(ctx)
 	if x.cfg.OnCancel != nil {
 		x.cfg.OnCancel(ctx, h.Iss, h.Hop, h.Handoff.Offer.Digest())
 	}

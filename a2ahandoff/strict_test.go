@@ -98,5 +98,37 @@ func TestStrictHandlerRefusesLaxJSON(t *testing.T) {
 		if !strings.Contains(string(b), `"state":"completed"`) {
 			t.Fatalf("reply %s, want a completed task", b)
 		}
+
+		// Composition with NewHandler: StrictHandler is outermost, so a
+		// lax Handoff around the recorded offer, re-sent into its task,
+		// is refused (D3) before the record could answer it; the strict
+		// one is answered from the record.
+		var done struct{ Result struct{ ID string } }
+		if err := json.Unmarshal(b, &done); err != nil || done.Result.ID == "" {
+			t.Fatalf("reply %s: no task id (%v)", b, err)
+		}
+		send := func(id, h string) []byte {
+			body := `{"jsonrpc":"2.0","id":9,"method":"message/send","params":{"message":{"kind":"message","messageId":"` + id + `","role":"user","contextId":"ctx-strict","taskId":"` + done.Result.ID +
+				`","parts":[{"kind":"text","text":"complete"}],"metadata":{"` + a2ahandoff.Key + `":` + h + `}}}}`
+			req, _ := http.NewRequest("POST", srv.url, strings.NewReader(body))
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("Authorization", "Bearer token-of-"+assistantID)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			b, _ := io.ReadAll(resp.Body)
+			return b
+		}
+		if b := send("again-lax", `{"offer":`+offer+`,"offer":`+offer+`}`); !strings.Contains(string(b), `"code":-32600`) || strings.Contains(string(b), "result") {
+			t.Fatalf("lax retransmission: reply %s, want a JSON-RPC invalid request error", b)
+		}
+		if b := send("again-strict", `{"offer":`+offer+`}`); !strings.Contains(string(b), "answered from the record") || !strings.Contains(string(b), a2ahandoff.Key) {
+			t.Fatalf("strict retransmission: reply %s, want a Message with the status from the record", b)
+		}
+		if n := srv.agent.runs.Load(); n != 1 {
+			t.Fatalf("the agent ran %d times, want once", n)
+		}
 	})
 }

@@ -1,0 +1,195 @@
+package a2ahandoff
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"iter"
+
+	"github.com/a2aproject/a2a-go/a2a"
+	"github.com/a2aproject/a2a-go/a2asrv"
+
+	"github.com/quantumlearningmachines/handoff"
+	"github.com/quantumlearningmachines/handoff/store"
+)
+
+// NewHandler is a2asrv.NewHandler for an Executor, with the options of
+// a2asrv.NewHandler, plus one thing the Executor alone cannot do: answer a
+// retransmission that a2a-go would refuse before any executor runs.
+//
+// A delegator that asks again (draft "Asking Again") may resend the
+// message exactly as it first sent it, the hop's A2A taskId included (a
+// client re-sending after a lost reply does). a2a-go refuses a message
+// into that task before the Executor runs: "invalid params" once the task
+// is terminal, "internal error" while its execution runs. The handler
+// NewHandler returns looks first: when the message's Handoff carries an
+// offer whose (iss, hop) is recorded in the hop store with the same
+// handoff digest, the delegate's receiving checks (delegate.Receive, the
+// same call the Executor makes) decide, and a retransmission is answered
+// from the record with the Executor's reply to one: a standalone agent
+// Message carrying the last status sent, as its identical octets, only to
+// a sender the host authenticated as the offer's iss
+// (ServerConfig.Authenticated; draft "Replay and Freshness"). Neither the
+// agent nor a2a-go's task machinery runs; no task changes. Everything else
+// (a new offer, a rejection, a message without a Handoff, Get Task,
+// Cancel Task, ...) goes to a2a-go unchanged, and the Executor handles it
+// as before.
+//
+// An equivocating offer (same (iss, hop), other octets) goes to a2a-go
+// too, and the Executor handles it as any equivocation. When a2a-go
+// refuses it before the Executor runs (it was sent into the first
+// offer's task, now terminal or running), the delegate still sees it:
+// the hop is marked and flagged, a running first offer's work is stopped
+// (draft "Forks, Concurrency, and Equivocation"), and the reply is the
+// Executor's refusal Message, with no status.
+//
+// The check runs after the options' call interceptors (the handler is
+// placed inside a2asrv's InterceptedHandler), so an authentication
+// interceptor has set the CallContext's User when Authenticated asks.
+// Serve it as any request handler, with StrictHandler outermost:
+//
+//	h := a2ahandoff.NewHandler(x, a2asrv.WithCallInterceptor(auth))
+//	http.Handle("/", a2ahandoff.StrictHandler(a2asrv.NewJSONRPCHandler(h)))
+func NewHandler(x *Executor, opts ...a2asrv.RequestHandlerOption) a2asrv.RequestHandler {
+	h := a2asrv.NewHandler(x, opts...)
+	// a2a-go v0.3.15 returns its InterceptedHandler around the default
+	// handler; the look-up goes between them, after the interceptors. A
+	// future version that returns something else gets the look-up
+	// outside, where no interceptor has authenticated anyone yet: statuses
+	// are then not resent (fail safe), and TestRetransmissionIntoOwnTask
+	// fails.
+	if ih, ok := h.(*a2asrv.InterceptedHandler); ok {
+		ih.Handler = &recordHandler{RequestHandler: ih.Handler, x: x}
+		return ih
+	}
+	return &recordHandler{RequestHandler: h, x: x}
+}
+
+// recordHandler answers retransmissions from the hop records before next
+// sees them; every other method is next's.
+type recordHandler struct {
+	a2asrv.RequestHandler
+	x *Executor
+}
+
+func (r *recordHandler) OnSendMessage(ctx context.Context, p *a2a.MessageSendParams) (a2a.SendMessageResult, error) {
+	if m, ok, err := r.x.fromRecord(ctx, p); err != nil || ok {
+		if err != nil {
+			return nil, err
+		}
+		return m, nil
+	}
+	res, err := r.RequestHandler.OnSendMessage(ctx, p)
+	if err != nil {
+		if m, ok := r.x.equivocationRefused(ctx, p); ok {
+			return m, nil
+		}
+	}
+	return res, err
+}
+
+func (r *recordHandler) OnSendMessageStream(ctx context.Context, p *a2a.MessageSendParams) iter.Seq2[a2a.Event, error] {
+	return func(yield func(a2a.Event, error) bool) {
+		if m, ok, err := r.x.fromRecord(ctx, p); err != nil || ok {
+			if err != nil {
+				yield(nil, err)
+			} else {
+				yield(m, nil)
+			}
+			return
+		}
+		first := true
+		for ev, err := range r.RequestHandler.OnSendMessageStream(ctx, p) {
+			if first && err != nil {
+				// Refused before any event: before the Executor ran.
+				if m, ok := r.x.equivocationRefused(ctx, p); ok {
+					yield(m, nil)
+					return
+				}
+			}
+			first = false
+			if !yield(ev, err) {
+				return
+			}
+		}
+	}
+}
+
+// recorded reads the offer of the message's Handoff without verifying it
+// and its hop's record. ok is false when the message is not one a2a-go
+// would take (it answers those itself), carries no readable Handoff, or
+// names a hop with no record: those go on unchanged. A store failure is
+// an error: nothing was decided.
+func (x *Executor) recorded(ctx context.Context, p *a2a.MessageSendParams) (b []byte, h *handoff.Handoff, o *handoff.Offer, rec *store.Record, ok bool, err error) {
+	if p == nil || p.Message == nil {
+		return nil, nil, nil, nil, false, nil
+	}
+	m := p.Message
+	v, has := m.Metadata[Key]
+	if !has || m.ID == "" || m.Role == "" || len(m.Parts) == 0 {
+		return nil, nil, nil, nil, false, nil
+	}
+	if b, err = handoffOctets(v); err != nil {
+		return nil, nil, nil, nil, false, nil
+	}
+	if h, err = handoff.ParseHandoff(b, x.cfg.Delegate.Options.Limits); err != nil {
+		return nil, nil, nil, nil, false, nil
+	}
+	if o, _, err = handoff.UnsafeDecode(h.Offer); err != nil || o == nil {
+		return nil, nil, nil, nil, false, nil
+	}
+	rec, err = x.cfg.Delegate.Store.Get(ctx, o.Iss, o.Hop)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, nil, nil, nil, false, nil
+	}
+	if err != nil {
+		return nil, nil, nil, nil, false, fmt.Errorf("a2ahandoff: reading hop %s of %q: %w", o.Hop, o.Iss, err)
+	}
+	return b, h, o, rec, true, nil
+}
+
+// fromRecord answers a retransmission of a recorded offer (same handoff
+// digest as the record) from the record. ok is false for anything else,
+// which goes on to a2a-go and the Executor.
+func (x *Executor) fromRecord(ctx context.Context, p *a2a.MessageSendParams) (*a2a.Message, bool, error) {
+	b, h, o, rec, ok, err := x.recorded(ctx, p)
+	if !ok || err != nil || !rec.Digest.Equal(h.Offer.Digest()) {
+		return nil, false, err
+	}
+	// The delegate decides, exactly as for a retransmission in a new
+	// task: step 1 and 2 on the octets, step 4 finds the record (D5), and
+	// the last status is resent only to an authenticated iss. The record
+	// cannot go between the look-up and this call in a way that takes the
+	// work: a record is swept only after exp plus the skew, when step 3
+	// refuses the offer as stale.
+	a, err := x.d.Receive(ctx, b, p.Message.ContextID, x.authenticated(ctx, o.Iss))
+	if err != nil {
+		return nil, false, fmt.Errorf("a2ahandoff: receiving the offer: %w", err)
+	}
+	if a.Outcome != handoff.Retransmission {
+		// Not answerable from the record (its key is no longer trusted,
+		// say): the Executor decides as for any message. a.Take cannot
+		// be set here (see above).
+		return nil, false, nil
+	}
+	activate(ctx)
+	return retransmitted(a, p.Message.ContextID), true, nil
+}
+
+// equivocationRefused handles a message a2a-go refused before the
+// Executor ran whose offer equivocates a recorded hop: the delegate
+// handles the equivocation as the Executor does for one in another task,
+// and the reply is the Executor's refusal. ok is false for anything else:
+// a2a-go's error stands.
+func (x *Executor) equivocationRefused(ctx context.Context, p *a2a.MessageSendParams) (*a2a.Message, bool) {
+	b, h, o, rec, ok, err := x.recorded(ctx, p)
+	if !ok || err != nil || rec.Digest.Equal(h.Offer.Digest()) {
+		return nil, false
+	}
+	a, err := x.d.Receive(ctx, b, p.Message.ContextID, x.authenticated(ctx, o.Iss))
+	if err != nil || a.Outcome != handoff.Equivocation {
+		return nil, false
+	}
+	activate(ctx)
+	return refusal(p.Message.ContextID, p.Message.TaskID, nil, x.equivocation(ctx, a.Iss, a.Hop)), true
+}
