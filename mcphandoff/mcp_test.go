@@ -66,6 +66,22 @@ func ahead() time.Time { return time.Now().Add(2 * time.Second) }
 
 func newEnv(t *testing.T, form handoff.Form, enc handoff.Encoding) *env {
 	t.Helper()
+	return newEnvWith(t, form, enc, envOptions{})
+}
+
+// envOptions vary the delegate and its HTTP handler.
+type envOptions struct {
+	// requireFullChain is the delegate's "require full chain" policy (D7).
+	requireFullChain bool
+	// stateless serves MCP statelessly (StreamableHTTPOptions.Stateless):
+	// no Mcp-Session-Id, a session per request, and the only transport on
+	// which go-sdk v1.8.0 serves protocol 2026-07-28 (SEP-2575), so a
+	// client that connects with the default options negotiates it.
+	stateless bool
+}
+
+func newEnvWith(t *testing.T, form handoff.Form, enc handoff.Encoding, opt envOptions) *env {
+	t.Helper()
 	ctx := context.Background()
 	e := &env{t: t, form: form, keys: trust.New(), signers: map[string]*handoff.Signer{},
 		entered: make(chan string, 64), release: make(chan struct{}), stopped: make(chan string, 16), quality: map[string]handoff.ChainQuality{}}
@@ -82,7 +98,7 @@ func newEnv(t *testing.T, form handoff.Form, enc handoff.Encoding) *env {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { e.dstore.Close() })
-	e.d, err = delegate.New(ctx, delegate.Config{Options: handoff.Options{Me: tester, Keys: e.keys},
+	e.d, err = delegate.New(ctx, delegate.Config{Options: handoff.Options{Me: tester, Keys: e.keys, RequireFullChain: opt.requireFullChain},
 		Store: e.dstore, Signer: e.signers[tester], StatusForm: form})
 	if err != nil {
 		t.Fatal(err)
@@ -103,7 +119,8 @@ func newEnv(t *testing.T, form handoff.Form, enc handoff.Encoding) *env {
 		}
 		return &auth.TokenInfo{UserID: u, Expiration: time.Now().Add(time.Hour)}, nil
 	}
-	h := auth.RequireBearerToken(verify, nil)(mcphandoff.StrictHandler(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return ms }, nil)))
+	h := auth.RequireBearerToken(verify, nil)(mcphandoff.StrictHandler(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return ms },
+		&mcp.StreamableHTTPOptions{Stateless: opt.stateless})))
 	hs := httptest.NewServer(h)
 	t.Cleanup(func() {
 		e.srv.Wait()
