@@ -21,15 +21,19 @@ import (
 // hop stays "accepted"; the SDK client's automatic retry, which carries
 // the same Handoff, runs the tool again under the same hop instead of
 // being answered as a retransmission; the last round's result is the
-// outcome. Over the streamable HTTP handler the SDK's server runs the
-// rounds (its multi-round-trip middleware, outside this one, asks the
-// client and calls down again with the answers), at both protocol
-// versions; the client's own retry loop would resend the same way.
+// outcome. Over the stateful streamable HTTP handler both sessions run at
+// 2025-11-25 (a client asking for the latest version falls back to it:
+// the stateful transport does not serve 2026-07-28), so the SDK's server
+// runs the rounds: its multi-round-trip middleware, INSIDE this one (see
+// TestMultiRoundTripClientRetries), asks the client and calls the tool
+// again within the one tools/call this middleware sees. That path never
+// reaches the InputRequests check in finish; TestMultiRoundTripClientRetries
+// drives the path that does.
 func TestMultiRoundTrip(t *testing.T) {
 	for _, version := range []string{"", "2025-11-25"} {
 		name := version
 		if name == "" {
-			name = "client retries (latest protocol)"
+			name = "latest asked, 2025-11-25 negotiated"
 		}
 		t.Run(name, func(t *testing.T) {
 			e := newEnv(t, handoff.FormJWS, handoff.JSON)
@@ -55,6 +59,9 @@ func TestMultiRoundTrip(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer cs.Close()
+			if v := cs.InitializeResult().ProtocolVersion; v != "2025-11-25" {
+				t.Fatalf("negotiated %q; this test is about the server-side rounds below 2026-07-28", v)
+			}
 			h, hop, err := e.dl.Offer(ctx, delegator.Offer{Aud: tester, Dialog: cs.ID(), Work: "ask"})
 			if err != nil {
 				t.Fatal(err)
@@ -146,5 +153,133 @@ func TestMultiRoundTripCanceledBetweenRounds(t *testing.T) {
 	}
 	if len(flags) != 1 || flags[0].Kind != store.FlagUnknownOutcome || flags[0].Hop != hop.Hop {
 		t.Fatalf("flags: %+v", flags)
+	}
+}
+
+// TestMultiRoundTripClientRetries drives the rounds of a multi-round-trip
+// tool call (SEP-2322) through this package's middleware, which is the
+// path where the hop must stay "accepted" between rounds (server.go,
+// finish: a result with InputRequests is no outcome) and the retry must
+// run the tool again under the same hop (nextRound) rather than be
+// answered as a retransmission.
+//
+// Why this needs a stateless handler. In go-sdk v1.8.0 the server's own
+// multi-round-trip middleware is installed by mcp.NewServer, before Attach
+// adds this package's, so it sits INSIDE ours (AddReceivingMiddleware
+// wraps the handler built so far). For a client below protocol 2026-07-28
+// it asks the client and calls the tool again within the one tools/call
+// this middleware sees: both rounds are one invoke, and the InputRequests
+// check is never reached (TestMultiRoundTrip passes without it). Only at
+// protocol >= 2026-07-28 (clientSupportsMultiRoundTrip in mcp/mrtr.go)
+// does the server return the InputRequests to the client, whose own
+// multi-round-trip sending middleware answers them and sends the
+// tools/call again with InputResponses: a second POST, the same Handoff
+// under Key. A client connecting with default options asks for that
+// version with server/discover, but StreamableServerTransport serves it
+// only when stateless (SupportsProtocolVersion in mcp/streamable.go); the
+// stateful handler of the other tests negotiates 2025-11-25. So the
+// handler here is stateless (no Mcp-Session-Id: no dialog to check).
+//
+// Without the InputRequests check in finish, the first round is recorded
+// "completed", the retry is answered from the record with the kept
+// first-round result, whose InputRequests send the SDK client round again
+// until it gives up (maxMultiRoundTripRetries), and the tool never runs a
+// second time: this test fails (checked by removing the check).
+func TestMultiRoundTripClientRetries(t *testing.T) {
+	for _, enc := range []handoff.Encoding{handoff.JSON, handoff.CBOR} {
+		t.Run(enc.String(), func(t *testing.T) {
+			e := newEnvWith(t, handoff.FormJWS, enc, envOptions{stateless: true})
+			ctx := context.Background()
+			hc, err := mcphandoff.NewClient(mcphandoff.ClientConfig{Delegator: e.dl, Encoding: enc})
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, stranger := e.connect(e.dl, enc, "stranger-token")
+			var hopID string
+			var handoffValue any
+			asked := 0
+			cl := mcp.NewClient(&mcp.Implementation{Name: "planner", Version: "1"}, &mcp.ClientOptions{
+				ElicitationHandler: func(ctx context.Context, _ *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+					// Between the rounds, in the SDK client's own retry loop:
+					// the first round's reply has come back to the client.
+					asked++
+					rec, err := e.dstore.Get(ctx, planner, hopID)
+					if err != nil {
+						t.Error(err)
+					} else if rec.State != store.Accepted {
+						// draft "Knowing the Outcome": asking for input is no outcome.
+						t.Errorf("between rounds the hop is %s, want accepted", rec.State)
+					}
+					if flags, err := e.d.Flags(ctx, false); err != nil || len(flags) != 0 {
+						t.Errorf("between rounds: flags %+v, %v", flags, err)
+					}
+					// The same Handoff with an answer, from a sender not
+					// authenticated as the offer's iss: no status, no round
+					// (draft "Replay and Freshness"), and the hop still
+					// awaits the delegator's answer.
+					res, err := stranger.CallTool(ctx, &mcp.CallToolParams{Name: "run-tests", Arguments: args{Mode: "ask"},
+						Meta:           mcp.Meta{mcphandoff.Key: handoffValue},
+						InputResponses: mcp.InputResponseMap{"suite": &mcp.ElicitResult{Action: "accept", Content: map[string]any{"suite": "stolen"}}}})
+					if err != nil {
+						t.Error(err)
+					} else if _, has := res.Meta[mcphandoff.Key]; has || e.runs.Load() != 1 {
+						t.Errorf("a stranger's retry: status present %v, tool ran %d times", has, e.runs.Load())
+					}
+					return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"suite": "unit"}}, nil
+				}})
+			if err := hc.Attach(cl); err != nil {
+				t.Fatal(err)
+			}
+			rec := &recorder{base: bearer{"planner-token", http.DefaultTransport}}
+			cs, err := cl.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: e.url,
+				HTTPClient: hc.HTTPClient(&http.Client{Transport: rec})}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cs.Close()
+			if v := cs.InitializeResult().ProtocolVersion; v != "2026-07-28" {
+				t.Fatalf("negotiated protocol %q: the client's own retry loop runs only at 2026-07-28 and later", v)
+			}
+			h, hop, err := e.dl.Offer(ctx, delegator.Offer{Aud: tester, Dialog: "stateless", Work: "ask-client"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			hopID = hop.Hop
+			if handoffValue, err = mcphandoff.HandoffValue(h, enc); err != nil {
+				t.Fatal(err)
+			}
+			r, err := hc.Call(ctx, cs, call("ask"), h)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// The client retried by itself: two tools/call POSTs carrying the
+			// Handoff, the second with the answer.
+			if n, m := rec.count(`"method":"tools/call"`), rec.count(`"inputResponses"`); n != 2 || m != 1 {
+				t.Fatalf("%d tools/call POSTs, %d with inputResponses; want 2 and 1", n, m)
+			}
+			if asked != 1 || e.runs.Load() != 2 {
+				t.Fatalf("asked %d times, tool ran %d times; want 1 and 2", asked, e.runs.Load())
+			}
+			if wait(t, e.entered, "round 1") != hop.Hop || wait(t, e.entered, "round 2") != hop.Hop {
+				t.Fatal("a round ran under another hop")
+			}
+			if r.State != handoff.StateCompleted || !r.Hop.Resolved || textOf(r.Result) != "suite unit passed" {
+				t.Fatalf("state %s, hop %+v, result %q", r.State, r.Hop, textOf(r.Result))
+			}
+			e.srv.Wait()
+			if flags, err := e.d.Flags(ctx, false); err != nil || len(flags) != 0 {
+				t.Fatalf("flags %+v, %v", flags, err)
+			}
+			// Done: asking again is a retransmission answered from the record
+			// with the identical octets and the last round's result; nothing
+			// runs and nothing is asked.
+			again, err := hc.Ask(ctx, cs, hop.Hop)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(again.Status.Octets, r.Status.Octets) || textOf(again.Result) != "suite unit passed" || e.runs.Load() != 2 || asked != 1 {
+				t.Fatalf("asking again: result %q, runs %d, asked %d", textOf(again.Result), e.runs.Load(), asked)
+			}
+		})
 	}
 }
