@@ -183,7 +183,9 @@ func (c *Client) Ask(ctx context.Context, hop string) (*Reply, error) {
 	}
 	m := cloneMessage(s.msg)
 	m.ID = a2a.NewMessageID()
-	m.TaskID = "" // a fresh request: a task that ended would refuse a message
+	// A fresh request: a delegate served with a2asrv.NewHandler rather
+	// than NewHandler refuses a message into the hop's task once it ended.
+	m.TaskID = ""
 	res, err := c.a2a.SendMessage(ctx, &a2a.MessageSendParams{Message: m})
 	if err != nil {
 		return nil, fmt.Errorf("a2ahandoff: asking again about hop %s: %w", hop, err)

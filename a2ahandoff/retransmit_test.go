@@ -150,6 +150,7 @@ func TestRetransmissionIntoOwnTask(t *testing.T) {
 					{"after completion", "Asking Again", "complete", a2a.TaskStateCompleted, "completed"},
 					{"after a reported failure", "Asking Again", "fail-reported", a2a.TaskStateFailed, "failed/policy"},
 					{"after a failure of unknown outcome (hop still accepted)", "Asking Again, Knowing the Outcome", "fail", a2a.TaskStateFailed, "accepted"},
+					{"while paused (INPUT_REQUIRED): accepted", "Asking Again", "more", a2a.TaskStateInputRequired, "accepted"},
 					{"after a rejection at step 5 (recorded)", "Asking Again, Receiving an Offer step 5", "", a2a.TaskStateRejected, "rejected/policy"},
 				}
 				for _, tc := range cases {
