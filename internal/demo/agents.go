@@ -533,7 +533,10 @@ func (w *World) serveA2A(a *agent, x *a2ahandoff.Executor, desc string, ri a2asr
 	}
 	mux := http.NewServeMux()
 	mux.Handle(a2asrv.WellKnownAgentCardPath, a2asrv.NewStaticAgentCardHandler(a.card(desc, true)))
-	mux.Handle("/", a2asrv.NewJSONRPCHandler(a2asrv.NewHandler(x, opts...)))
+	// StrictHandler in front of the SDK, as the README advises: a Handoff
+	// whose JSON is not strict (duplicate members, lone surrogates) is
+	// refused before a2a-go's map decoding could hide it.
+	mux.Handle("/", a2ahandoff.StrictHandler(a2asrv.NewJSONRPCHandler(a2asrv.NewHandler(x, opts...))))
 	a.serve(mux)
 }
 
@@ -565,7 +568,7 @@ func (w *World) startTester(ctx context.Context) error {
 		return &auth.TokenInfo{UserID: id, Expiration: time.Now().Add(24 * time.Hour)}, nil
 	}
 	mux := http.NewServeMux()
-	mux.Handle("/mcp", auth.RequireBearerToken(verify, nil)(h))
+	mux.Handle("/mcp", auth.RequireBearerToken(verify, nil)(mcphandoff.StrictHandler(h)))
 	a.serve(mux)
 	return nil
 }

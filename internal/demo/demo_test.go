@@ -4,12 +4,17 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
+	"net/http"
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/a2aproject/a2a-go/a2a"
-	"time"
+
+	"github.com/quantumlearningmachines/handoff/a2ahandoff"
+	"github.com/quantumlearningmachines/handoff/mcphandoff"
 )
 
 // want is the verdict each scenario must show, as structured steps: for
@@ -201,5 +206,65 @@ func TestPrinterText(t *testing.T) {
 		if strings.Contains(s, "\x1b[") != color {
 			t.Errorf("color %v: ANSI escapes %v", color, !color)
 		}
+	}
+}
+
+// The demo's servers stand behind the strict handlers (D3: a JSON Handoff
+// with a duplicate member name is bad-signature, and must be refused
+// before the SDKs' map decoding lets the last duplicate win): a Handoff
+// whose offer member is given twice is refused by the planner (A2A) and the tester (MCP) as a JSON-RPC error,
+// and no work starts.
+func TestServersRefuseLaxJSON(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	w, err := Start(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	// The StrictHandlers look at the JSON only; the offers need no signature.
+	lax := `{"offer":"aGVhZA.Ym9keQ.c2ln","offer":"aGVhZA.Ym9keQ.c2lnMg"}`
+	post := func(url, token, body string) (code int, msg string) {
+		t.Helper()
+		req, _ := http.NewRequestWithContext(ctx, "POST", url, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var out struct {
+			Result json.RawMessage
+			Error  *struct {
+				Code    int
+				Message string
+			}
+		}
+		b, _ := io.ReadAll(resp.Body)
+		if err := json.Unmarshal(b, &out); err != nil || out.Error == nil || out.Result != nil {
+			t.Fatalf("%s answered %s, want a JSON-RPC error", url, b)
+		}
+		return out.Error.Code, out.Error.Message
+	}
+	planner, tester := w.agents[Planner], w.agents[Tester]
+	code, msg := post(planner.URL, w.agents[Assistant].Token,
+		`{"jsonrpc":"2.0","id":1,"method":"message/send","params":{"message":{"kind":"message","messageId":"lax-1","role":"user",`+
+			`"contextId":"ctx-lax","parts":[{"kind":"text","text":"do it"}],"extensions":["`+a2ahandoff.URI+`"],`+
+			`"metadata":{"`+a2ahandoff.Key+`":`+lax+`}}}}`)
+	if code != -32600 || !strings.Contains(msg, "duplicate") {
+		t.Errorf("planner (A2A): error %d %q, want -32600 naming the duplicate", code, msg)
+	}
+	code, msg = post(tester.URL, w.agents[Coder].Token,
+		`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"run-tests","arguments":{"suite":"unit"},`+
+			`"_meta":{"`+mcphandoff.Key+`":`+lax+`}}}`)
+	if code != mcphandoff.CodeNotStrict || !strings.Contains(msg, "duplicate") {
+		t.Errorf("tester (MCP): error %d %q, want %d naming the duplicate", code, msg, mcphandoff.CodeNotStrict)
+	}
+	select {
+	case <-w.tester.started:
+		t.Error("the tester's suite started")
+	default:
 	}
 }
