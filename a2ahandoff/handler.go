@@ -31,9 +31,9 @@ import (
 // a sender the host authenticated as the offer's iss
 // (ServerConfig.Authenticated; draft "Replay and Freshness"). Neither the
 // agent nor a2a-go's task machinery runs; no task changes. Everything else
-// (a new offer, a rejection, a message without a Handoff, Get Task,
-// Cancel Task, ...) goes to a2a-go unchanged, and the Executor handles it
-// as before.
+// (an offer not yet recorded, a message without a Handoff or with a
+// malformed one, Get Task, Cancel Task, ...) goes to a2a-go unchanged, and
+// the Executor handles it as before.
 //
 // An equivocating offer (same (iss, hop), other octets) goes to a2a-go
 // too, and the Executor handles it as any equivocation. When a2a-go
@@ -65,8 +65,8 @@ func NewHandler(x *Executor, opts ...a2asrv.RequestHandlerOption) a2asrv.Request
 	return &recordHandler{RequestHandler: h, x: x}
 }
 
-// recordHandler answers retransmissions from the hop records before next
-// sees them; every other method is next's.
+// recordHandler answers retransmissions from the hop records before the
+// handler it wraps sees them; every other method is that handler's.
 type recordHandler struct {
 	a2asrv.RequestHandler
 	x *Executor
