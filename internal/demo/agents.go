@@ -536,7 +536,7 @@ func (w *World) serveA2A(a *agent, x *a2ahandoff.Executor, desc string, ri a2asr
 	// StrictHandler in front of the SDK, as the README advises: a Handoff
 	// whose JSON is not strict (duplicate members, lone surrogates) is
 	// refused before a2a-go's map decoding could hide it.
-	mux.Handle("/", a2ahandoff.StrictHandler(a2asrv.NewJSONRPCHandler(a2asrv.NewHandler(x, opts...))))
+	mux.Handle("/", a2ahandoff.StrictHandler(a2asrv.NewJSONRPCHandler(a2ahandoff.NewHandler(x, opts...))))
 	a.serve(mux)
 }
 
