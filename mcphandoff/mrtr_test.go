@@ -283,3 +283,95 @@ func TestMultiRoundTripClientRetries(t *testing.T) {
 		})
 	}
 }
+
+// TestMultiRoundTripClientRetriesCanceledBetweenRounds: at protocol
+// 2026-07-28 the hop really is between rounds when the delegator cancels
+// (the tool has returned its InputRequests and nothing runs): the verified
+// "canceled" ends the rounds, the SDK client's retry with the answer runs
+// nothing, and the hop stays "accepted", flagged, since what the first
+// round did is not known (draft "Knowing the Outcome": never guess).
+// Below 2026-07-28 (TestMultiRoundTripCanceledBetweenRounds) the cancel
+// lands while the SDK's server middleware, inside the tool's run, waits
+// for the answer, and ends that run instead.
+//
+// The cancel is handed to the middleware as the SDK hands a
+// notifications/cancelled, not sent over HTTP: go-sdk v1.8.0 serves
+// 2026-07-28 only statelessly, and its stateless handler
+// (StreamableHTTPHandler.serveStateless) queues a notification-only POST,
+// answers 202 and closes the per-request session at once, so the
+// notification reaches no receiving middleware (observed: never in this
+// test's runs; by the code, at best a race). A signed cancel over a
+// stateless MCP server is therefore not delivered by this SDK version.
+func TestMultiRoundTripClientRetriesCanceledBetweenRounds(t *testing.T) {
+	e := newEnvWith(t, handoff.FormCOSE, handoff.CBOR, envOptions{stateless: true})
+	ctx := context.Background()
+	hc, err := mcphandoff.NewClient(mcphandoff.ClientConfig{Delegator: e.dl, Encoding: handoff.CBOR})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var hopID string
+	mw := e.srv.Middleware()(func(context.Context, string, mcp.Request) (mcp.Result, error) { return nil, nil })
+	cl := mcp.NewClient(&mcp.Implementation{Name: "planner", Version: "1"}, &mcp.ClientOptions{
+		ElicitationHandler: func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+			// Between the rounds: the delegator signs and records its
+			// "canceled", which reaches the delegate; then it answers.
+			st, _, err := e.dl.Cancel(ctx, hopID)
+			if err != nil {
+				t.Error(err)
+			}
+			if _, err := mw(ctx, "notifications/cancelled", &mcp.ServerRequest[*mcp.CancelledParams]{
+				Params: &mcp.CancelledParams{Meta: mcp.Meta{mcphandoff.Key: mcphandoff.StatusValue(st)}, RequestID: 2}}); err != nil {
+				t.Error(err)
+			}
+			return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"suite": "unit"}}, nil
+		}})
+	if err := hc.Attach(cl); err != nil {
+		t.Fatal(err)
+	}
+	rec := &recorder{base: bearer{"planner-token", http.DefaultTransport}}
+	cs, err := cl.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: e.url,
+		HTTPClient: hc.HTTPClient(&http.Client{Transport: rec})}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	if v := cs.InitializeResult().ProtocolVersion; v != "2026-07-28" {
+		t.Fatalf("negotiated protocol %q, want 2026-07-28", v)
+	}
+	h, hop, err := e.dl.Offer(ctx, delegator.Offer{Aud: tester, Dialog: "stateless", Work: "ask-cancel-client"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hopID = hop.Hop
+	r, err := hc.Call(ctx, cs, call("ask"), h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wait(t, e.entered, "round 1")
+	e.srv.Wait()
+	// The retry with the answer went out and was answered from the record:
+	// the hop is accepted, and nothing ran.
+	if n := rec.count(`"inputResponses"`); n != 1 {
+		t.Fatalf("%d retries with the answer, want 1", n)
+	}
+	if n := e.runs.Load(); n != 1 {
+		t.Fatalf("tool ran %d times; the round after the cancel must not run", n)
+	}
+	if r.State != handoff.StateAccepted || r.Result.InputRequests != nil {
+		t.Fatalf("the retry after the cancel: state %s, input requests %v, result %q", r.State, r.Result.InputRequests, textOf(r.Result))
+	}
+	got, err := e.dstore.Get(ctx, planner, hop.Hop)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !got.Canceled || got.State != store.Accepted {
+		t.Fatalf("record: canceled %v, state %s", got.Canceled, got.State)
+	}
+	flags, err := e.d.Flags(ctx, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(flags) != 1 || flags[0].Kind != store.FlagUnknownOutcome || flags[0].Hop != hop.Hop {
+		t.Fatalf("flags: %+v", flags)
+	}
+}
