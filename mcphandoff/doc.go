@@ -59,4 +59,20 @@
 // sends that one with conn.Notify, below every sending middleware, so it
 // cannot carry the signed status, and the server ignores a cancel without
 // one beyond the request itself ending.
+//
+// Multi-round-trip tool calls (SEP-2322). A tool result with InputRequests
+// is no outcome: the hop stays "accepted", and the same tools/call sent
+// again with the answers (the same Handoff, so a retransmission to the
+// delegate) runs the tool again under the same hop, if it comes from the
+// sender authenticated as the offer's iss. This middleware sees the rounds
+// only at protocol 2026-07-28 and later, where the SDK client answers and
+// resends; go-sdk v1.8.0 serves that version only with
+// StreamableHTTPOptions.Stateless. Below it, the SDK server's own
+// multi-round-trip middleware, which mcp.NewServer installs inside this
+// one, runs every round within the one tools/call this middleware sees.
+// On a stateless handler go-sdk v1.8.0 closes the per-request session as
+// soon as it answers a notification's POST with 202, so a
+// notifications/cancelled reaches no middleware: Client.Cancel then
+// records and sends the signed "canceled" without error, but the delegate
+// never sees it and the work is not stopped.
 package mcphandoff
