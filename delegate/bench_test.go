@@ -1,7 +1,11 @@
 package delegate_test
 
 import (
+	"bytes"
 	"context"
+	"crypto/ecdsa"
+	"crypto/rand"
+	"crypto/sha256"
 	"database/sql"
 	"fmt"
 	"os"
@@ -12,9 +16,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/quantumlearningmachines/handoff"
 	"github.com/quantumlearningmachines/handoff/store"
 	"github.com/quantumlearningmachines/handoff/store/postgres"
 	"github.com/quantumlearningmachines/handoff/store/sqlite"
+	"github.com/quantumlearningmachines/handoff/trust"
 )
 
 // The durable-accept benchmarks: full receiving checks of a fresh JWS
@@ -133,6 +139,45 @@ func recordSize(b *testing.B) int {
 }
 
 var senderCounts = []int{1, 16}
+
+// BenchmarkCryptoFloor is the public-key work every accepted offer costs
+// whatever the implementation: one ES256 verification of the offer (SHA-256
+// of its signing input, crypto/ecdsa.VerifyASN1) and one ES256 signature
+// of the "accepted" status (crypto/ecdsa.SignASN1). With one sender nothing
+// overlaps it (each offer waits for the last answer, and on this machine a
+// second goroutine does not shorten a commit: measured, signing during an
+// insert took as long as signing after it), so a durable accept cannot take
+// less than this plus the raw insert; bench-durable.sh prints that bound
+// beside the one-sender ratios.
+func BenchmarkCryptoFloor(b *testing.B) {
+	w := newWorld(b)
+	msg, _ := w.offer("")
+	h, err := handoff.ParseHandoff(msg, handoff.Limits{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	input := h.Offer.Octets[:bytes.LastIndexByte(h.Offer.Octets, '.')]
+	key, err := trust.GenerateKey()
+	if err != nil {
+		b.Fatal(err)
+	}
+	d := sha256.Sum256(input)
+	sig, err := ecdsa.SignASN1(rand.Reader, key, d[:])
+	if err != nil {
+		b.Fatal(err)
+	}
+	status := make([]byte, 300) // about a JWS status's signing input
+	for b.Loop() {
+		d := sha256.Sum256(input)
+		if !ecdsa.VerifyASN1(&key.PublicKey, d[:], sig) {
+			b.Fatal("verify failed")
+		}
+		ds := sha256.Sum256(status)
+		if _, err := ecdsa.SignASN1(rand.Reader, key, ds[:]); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
 
 func openSQLite(b *testing.B) *sqlite.Store {
 	s, err := sqlite.Open(context.Background(), filepath.Join(b.TempDir(), "hops.db"))
