@@ -31,6 +31,11 @@ go vet ./...
 echo "== go test -race"
 go test -race -count=1 -timeout 20m ./...
 
+echo "== go test, tests the race detector cannot run"
+# sync.Pool drops items under -race, so the allocation counts are checked
+# in a plain run (internal/jws TestAllocs skips itself under -race).
+go test -count=1 -run '^TestAllocs$' ./internal/jws
+
 echo "== fuzz (${FUZZTIME:-5000x} per target)"
 # Every Fuzz function, found in the test files, runs in its own package.
 grep -rl --include='*_test.go' '^func Fuzz' . | sort | while read -r file; do

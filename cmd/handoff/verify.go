@@ -141,8 +141,14 @@ func cmdVerify(e env, args []string) error {
 			return err
 		}
 		defer st.Close()
-		// Records past their keep time go before this run's checks.
-		if _, err := st.Sweep(context.Background(), now.now(), 0); err != nil {
+		// Records past their keep time go before this run's checks, but
+		// never by a --now ahead of the clock: a later run at the real
+		// time would then take a replay of a swept offer for a new one.
+		sweepAt := now.now()
+		if real := time.Now(); sweepAt.After(real) {
+			sweepAt = real
+		}
+		if _, err := st.Sweep(context.Background(), sweepAt, 0); err != nil {
 			return err
 		}
 		opts.Memory = store.Replay(st, now.now)
