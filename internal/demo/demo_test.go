@@ -29,8 +29,9 @@ var want = map[string][]Step{
 		{From: Coder, To: Planner, What: "status", Carrier: A2A, Verdict: "completed", Task: "COMPLETED"},
 		{From: Planner, To: Assistant, What: "status", Carrier: A2A, Verdict: "completed", Task: "COMPLETED"},
 	},
-	// "Replay and Freshness" / D5: the same octets are a retransmission.
-	"replay": {{From: Assistant, To: Planner, What: "offer", Carrier: A2A, Verdict: "retransmission"}},
+	// "Replay and Freshness" / D5: the same octets are a retransmission,
+	// answered from the record in a Message: no task is made.
+	"replay": {{From: Assistant, To: Planner, What: "offer", Carrier: A2A, Verdict: "retransmission", Task: noTask}},
 	// "Forks, Concurrency, and Equivocation": other octets, same (iss, hop).
 	"equivocation": {{From: Assistant, To: Planner, What: "offer", Carrier: A2A, Verdict: "equivocation", Task: "REJECTED"}},
 	// Step 2: the audience.
@@ -41,7 +42,7 @@ var want = map[string][]Step{
 	"lost-status": {
 		{From: Planner, To: Assistant, What: "status", Carrier: A2A, Verdict: "lost"},
 		{From: Assistant, To: Planner, What: "offer", Carrier: A2A, Verdict: "retransmission"},
-		{From: Planner, To: Assistant, What: "status", Carrier: A2A, Verdict: "completed"},
+		{From: Planner, To: Assistant, What: "status", Carrier: A2A, Verdict: "completed", Task: noTask},
 	},
 	// "Lifecycle": "canceled" follows the chain down; A2A CANCELED, MCP
 	// notifications/cancelled.

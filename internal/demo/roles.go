@@ -21,19 +21,21 @@ import (
 )
 
 // seen is what an agent's own code learned of the hops it was given: the
-// verified hop, how often its code ran, and the hop it passed the work on
-// as, with the last reply from downstream.
+// verified hop, how often its code ran and how many of those runs ended,
+// and the hop it passed the work on as, with the last reply from
+// downstream.
 type seen struct {
 	mu    sync.Mutex
 	hops  map[string]*a2ahandoff.Hop
 	runs  map[string]int
+	ended map[string]int               // runs whose Execute returned
 	downs map[string]string            // received hop -> hop passed on
 	reply map[string]*a2ahandoff.Reply // hop passed on -> last reply (A2A)
 	tool  map[string]*mcphandoff.Reply // hop passed on -> reply (MCP)
 }
 
 func newSeen() seen {
-	return seen{hops: map[string]*a2ahandoff.Hop{}, runs: map[string]int{}, downs: map[string]string{},
+	return seen{hops: map[string]*a2ahandoff.Hop{}, runs: map[string]int{}, ended: map[string]int{}, downs: map[string]string{},
 		reply: map[string]*a2ahandoff.Reply{}, tool: map[string]*mcphandoff.Reply{}}
 }
 
@@ -44,6 +46,34 @@ func (s *seen) ran(h *a2ahandoff.Hop) {
 		s.hops[h.Hop] = h
 	}
 	s.runs[h.Hop]++
+}
+
+// end notes that a run of the agent's code for hop returned.
+func (s *seen) end(hop string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.ended[hop]++
+}
+
+// stopped waits, at most within, until every run of the agent's code for
+// hop has returned, and reports whether they all did.
+func (s *seen) stopped(ctx context.Context, hop string, within time.Duration) bool {
+	deadline := time.After(within)
+	for {
+		s.mu.Lock()
+		done := s.runs[hop] > 0 && s.ended[hop] == s.runs[hop]
+		s.mu.Unlock()
+		if done {
+			return true
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-deadline:
+			return false
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
 }
 
 func (s *seen) hop(id string) (*a2ahandoff.Hop, int, string) {
@@ -100,6 +130,7 @@ func (p *plannerAgent) Execute(ctx context.Context, rc *a2asrv.RequestContext, q
 		return fmt.Errorf("planner: no hop in the context")
 	}
 	p.ran(h)
+	defer p.end(h.Hop)
 	text := textOf(rc.Message)
 	if strings.HasPrefix(text, "Estimate") {
 		return q.Write(ctx, reply("about two hours"))
@@ -155,6 +186,7 @@ func (c *coderAgent) Execute(ctx context.Context, rc *a2asrv.RequestContext, q e
 		return fmt.Errorf("coder: no hop in the context")
 	}
 	c.ran(h)
+	defer c.end(h.Hop)
 	suite := "unit"
 	if strings.Contains(textOf(rc.Message), "storage layer") {
 		suite = "full" // a long suite: it runs until it is canceled
@@ -203,7 +235,9 @@ type testerTool struct {
 	mu      sync.Mutex
 	runs    map[string]int
 	quality map[string]handoff.ChainQuality
-	forms   map[string]string // signed forms of the chain and offer, and the Handoff's encoding
+	chains  map[string]int    // earlier offers in the Handoff's chain
+	forms   map[string]string // signed forms of the chain and offer
+	encs    map[string]string // the Handoff's encoding in _meta: CBOR (a base64url string) or JSON (an object)
 	started chan string       // hops of "full" runs, once running
 	stopped chan string       // hops of "full" runs, once stopped
 	closing chan struct{}     // closed when the demo stops: running suites end
@@ -214,11 +248,12 @@ type suiteArgs struct {
 }
 
 func newTesterTool() *testerTool {
-	return &testerTool{runs: map[string]int{}, quality: map[string]handoff.ChainQuality{}, forms: map[string]string{},
+	return &testerTool{runs: map[string]int{}, quality: map[string]handoff.ChainQuality{}, chains: map[string]int{},
+		forms: map[string]string{}, encs: map[string]string{},
 		started: make(chan string, 4), stopped: make(chan string, 4), closing: make(chan struct{})}
 }
 
-func (t *testerTool) run(ctx context.Context, _ *mcp.CallToolRequest, in suiteArgs) (*mcp.CallToolResult, any, error) {
+func (t *testerTool) run(ctx context.Context, req *mcp.CallToolRequest, in suiteArgs) (*mcp.CallToolResult, any, error) {
 	hop := mcphandoff.HopFrom(ctx)
 	if hop == nil {
 		return nil, nil, fmt.Errorf("tester: no hop in the context")
@@ -227,6 +262,10 @@ func (t *testerTool) run(ctx context.Context, _ *mcp.CallToolRequest, in suiteAr
 	t.runs[hop.ID]++
 	t.quality[hop.ID] = hop.ChainQuality
 	t.forms[hop.ID] = formsOf(hop.Handoff)
+	if hop.Handoff != nil {
+		t.chains[hop.ID] = len(hop.Handoff.Chain)
+	}
+	t.encs[hop.ID] = encodingIn(req)
 	t.mu.Unlock()
 	if in.Suite == "full" {
 		note(t.started, hop.ID)
@@ -260,10 +299,31 @@ func (t *testerTool) ran(hop string) (int, handoff.ChainQuality) {
 	return t.runs[hop], t.quality[hop]
 }
 
-func (t *testerTool) formsOf(hop string) string {
+// received is what the tester's tool saw of a hop's Handoff: the signed
+// forms of its chain and offer, how many earlier offers its chain
+// carried, and its encoding in the call's _meta.
+func (t *testerTool) received(hop string) (forms string, chain int, enc string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return t.forms[hop]
+	return t.forms[hop], t.chains[hop], t.encs[hop]
+}
+
+// encodingIn names the encoding of the Handoff in a tools/call's _meta
+// (mcphandoff.HandoffValue): a string is a base64url CBOR Handoff, an
+// object a JSON one.
+func encodingIn(req *mcp.CallToolRequest) string {
+	if req == nil || req.Params == nil {
+		return "none"
+	}
+	switch req.Params.Meta[mcphandoff.Key].(type) {
+	case string:
+		return "CBOR"
+	case map[string]any:
+		return "JSON"
+	case nil:
+		return "none"
+	}
+	return fmt.Sprintf("%T", req.Params.Meta[mcphandoff.Key])
 }
 
 // formsOf names the signed forms of a Handoff's chain and offer, oldest

@@ -151,7 +151,8 @@ func (w *World) chain(ctx context.Context, r *recorder) error {
 		Verdict: string(ph.Result.Outcome), Chain: string(ph.Result.ChainQuality),
 		Why: fmt.Sprintf("chain %s (it starts here); prompt named by salted digest: %s", ph.Result.ChainQuality, refOutcomes(ph.Result.Refs))},
 		check(ph.Result.ChainQuality == handoff.ChainAbsent, "chain %s, want absent", ph.Result.ChainQuality),
-		check(slices.Equal(ph.Result.Refs, []handoff.RefOutcome{handoff.RefVerified}), "refs %v, want [verified]", ph.Result.Refs))
+		check(slices.Equal(ph.Result.Refs, []handoff.RefOutcome{handoff.RefVerified}), "refs %v, want [verified]", ph.Result.Refs),
+		check(len(ph.Offer.Refs) == 1 && ph.Offer.Refs[0].Kind == handoff.KindSaltedDigest, "the offer's refs are not one salted digest"))
 
 	// planner -> coder.
 	ch, _, hop3 := w.coder.hop(hop2)
@@ -161,7 +162,8 @@ func (w *World) chain(ctx context.Context, r *recorder) error {
 	r.step(Step{From: Planner, To: Coder, What: "offer", Carrier: A2A, Want: "accepted",
 		Verdict: string(ch.Result.Outcome), Chain: string(ch.Result.ChainQuality),
 		Why: fmt.Sprintf("chain %s: %s verified, back to the assistant", ch.Result.ChainQuality, earlier(len(ch.Handoff.Chain)))},
-		check(ch.Result.ChainQuality == handoff.ChainFull && len(ch.Handoff.Chain) == 1, "chain %s of %d, want full of 1", ch.Result.ChainQuality, len(ch.Handoff.Chain)))
+		check(ch.Result.ChainQuality == handoff.ChainFull && len(ch.Handoff.Chain) == 1, "chain %s of %d, want full of 1", ch.Result.ChainQuality, len(ch.Handoff.Chain)),
+		check(issOf(ch.Handoff.Chain, 0) == idOf(Assistant), "the chain starts at %q, want the assistant", issOf(ch.Handoff.Chain, 0)))
 
 	// coder -> tester, over MCP.
 	runs, q := w.tester.ran(hop3)
@@ -169,9 +171,12 @@ func (w *World) chain(ctx context.Context, r *recorder) error {
 	if runs > 0 {
 		v = string(handoff.Accepted) // the tool runs only for an accepted offer
 	}
+	forms, n, enc := w.tester.received(hop3)
 	r.step(Step{From: Coder, To: Tester, What: "offer", Carrier: MCP, Want: "accepted", Verdict: v, Chain: string(q),
-		Why: fmt.Sprintf("chain %s: %s verified (signed forms %s; CBOR Handoff in tools/call _meta)", q, earlier(2), w.tester.formsOf(hop3))},
-		check(q == handoff.ChainFull, "chain %s, want full", q))
+		Why: fmt.Sprintf("chain %s: %s verified (signed forms %s; %s Handoff in tools/call _meta)", q, earlier(n), forms, enc)},
+		check(q == handoff.ChainFull && n == 2, "chain %s of %d, want full of 2", q, n),
+		check(forms == "JWS, JWS, COSE", "signed forms %s, want JWS, JWS, COSE", forms),
+		check(enc == "CBOR", "the Handoff came as %s, want CBOR", enc))
 
 	// The statuses back up.
 	w.coder.mu.Lock()
@@ -181,17 +186,50 @@ func (w *World) chain(ctx context.Context, r *recorder) error {
 		return fmt.Errorf("no reply from the tester for hop %q", hop3)
 	}
 	r.step(Step{From: Tester, To: Coder, What: "status", Carrier: MCP, Want: "completed", Verdict: string(tr.State),
-		Why: "signed status in CallToolResult _meta, verified by the coder; " + toolText(tr.Result)})
+		Why: "signed status in CallToolResult _meta, verified by the coder; " + toolText(tr.Result)},
+		check(tr.Status != nil, "no signed status in the result's _meta"))
 	w.planner.mu.Lock()
 	cr := w.planner.reply[hop2]
 	w.planner.mu.Unlock()
 	r.step(Step{From: Coder, To: Planner, What: "status", Carrier: A2A, Want: "completed", Verdict: view(cr), Task: taskState(cr),
-		Why: "accepted, then completed; task " + taskState(cr)},
+		Why: fmt.Sprintf("signed %s in the task's metadata, verified by the planner; task %s", statesIn(cr), taskState(cr))},
 		refused(cr), check(taskState(cr) == "COMPLETED", "task %s, want COMPLETED", taskState(cr)))
 	r.step(Step{From: Planner, To: Assistant, What: "status", Carrier: A2A, Want: "completed", Verdict: view(res), Task: taskState(res),
-		Why: "accepted, then completed; task " + taskState(res) + "; hop resolved"},
-		refused(res), check(res.Issued != nil && res.Issued.Resolved, "hop not resolved"))
+		Why: fmt.Sprintf("signed %s in the task's metadata, verified by the assistant; task %s; hop resolved", statesIn(res), taskState(res))},
+		refused(res), check(taskState(res) == "COMPLETED", "task %s, want COMPLETED", taskState(res)),
+		check(res.Issued != nil && res.Issued.Resolved, "hop not resolved"))
 	return nil
+}
+
+// statesIn names the states of the statuses a reply carried, in order:
+// "accepted, then completed". Only a reply none of whose statuses was
+// refused (refused(r) == "") is shown, so these are verified ones.
+func statesIn(r *a2ahandoff.Reply) string {
+	if r == nil || len(r.Statuses) == 0 {
+		return "no status"
+	}
+	var out []string
+	for _, el := range r.Statuses {
+		_, st, err := handoff.UnsafeDecode(el)
+		if err != nil || st == nil {
+			out = append(out, "(not a status)")
+			continue
+		}
+		out = append(out, string(st.State))
+	}
+	return strings.Join(out, ", then ")
+}
+
+// issOf is the iss of a chain's i-th element, read back ("" if none).
+func issOf(chain []handoff.Element, i int) string {
+	if i >= len(chain) {
+		return ""
+	}
+	o, _, err := handoff.UnsafeDecode(chain[i]) // verified by the receiver already; read for the timeline
+	if err != nil || o == nil {
+		return ""
+	}
+	return o.Iss
 }
 
 func refOutcomes(rs []handoff.RefOutcome) string {
@@ -211,6 +249,22 @@ func view(r *a2ahandoff.Reply) string {
 		return "no status"
 	}
 	return string(r.Issued.View)
+}
+
+// noTask is the task state shown for an A2A answer that is a Message: the
+// delegate made no task (a retransmission answered from the record, or
+// work the agent answered at once).
+const noTask = "(message)"
+
+// resultKind is the task state of an A2A answer, or noTask for a Message.
+func resultKind(res a2a.SendMessageResult) string {
+	switch x := res.(type) {
+	case *a2a.Task:
+		return strings.ToUpper(string(x.Status.State))
+	case *a2a.Message:
+		return noTask
+	}
+	return ""
 }
 
 func taskState(r *a2ahandoff.Reply) string {
@@ -255,8 +309,8 @@ func (w *World) replay(ctx context.Context, r *recorder) error {
 	if isMsg && len(again.Statuses) == 1 {
 		v = string(handoff.Retransmission)
 	}
-	r.step(Step{From: Assistant, To: Planner, What: "offer", Carrier: A2A, Want: "retransmission", Verdict: v,
-		Why: fmt.Sprintf("the same octets again: answered from the record, the identical %q status octets; planner's code ran %s", first.View, times(runsAfter))},
+	r.step(Step{From: Assistant, To: Planner, What: "offer", Carrier: A2A, Want: "retransmission", Verdict: v, Task: resultKind(again.Result),
+		Why: fmt.Sprintf("the same octets again: answered from the record in a Message (no task made), the identical %q status octets; planner's code ran %s", first.View, times(runsAfter))},
 		refused(again),
 		check(same, "the status resent is not the last one recorded"),
 		check(runsAfter == runsBefore && runsAfter == 1, "the planner's code ran %d times, want once", runsAfter))
@@ -480,9 +534,11 @@ func (w *World) lostStatus(ctx context.Context, r *recorder) error {
 	}
 	r.step(Step{From: Assistant, To: Planner, What: "offer", Carrier: A2A, Want: "retransmission", Verdict: v,
 		Why: fmt.Sprintf("the retransmitter asked again (attempt %d, %s after the offer) with the identical octets", after.Attempts, time.Since(after.Created).Round(10*time.Millisecond))})
-	r.step(Step{From: Planner, To: Assistant, What: "status", Carrier: A2A, Want: "completed", Verdict: view(got),
-		Why: fmt.Sprintf("answered from the record; hop resolved; planner's code ran %s", times(runs))},
-		refused(got), check(runs == 1, "the planner's code ran %d times, want once", runs))
+	r.step(Step{From: Planner, To: Assistant, What: "status", Carrier: A2A, Want: "completed", Verdict: view(got), Task: resultKind(got.Result),
+		Why: fmt.Sprintf("answered from the record in a Message (no task made): the %s status, verified; hop resolved; planner's code ran %s", statesIn(got), times(runs))},
+		refused(got), check(isMsg, "answered with a %T, want a Message", got.Result),
+		check(after.Resolved, "the assistant's hop is not resolved"),
+		check(runs == 1, "the planner's code ran %d times, want once", runs))
 	return nil
 }
 
@@ -502,6 +558,10 @@ func lost(n int32) string {
 	}
 	return fmt.Sprintf("%d replies dropped", n)
 }
+
+// stopWithin bounds how long a canceled agent's code may go on running
+// before the demo says its work did not stop.
+const stopWithin = 5 * time.Second
 
 func (w *World) cancel(ctx context.Context, r *recorder) error {
 	res, err := w.offerToPlanner(ctx, "storage refactor", "Refactor the storage layer", &a2a.MessageSendConfig{Blocking: new(false)})
@@ -524,8 +584,10 @@ func (w *World) cancel(ctx context.Context, r *recorder) error {
 	if ph != nil {
 		v = string(ph.Result.Outcome)
 	}
+	_, _, coderDown := w.coder.hop(hop2)
 	r.step(Step{From: Assistant, To: Planner, What: "offer", Carrier: A2A, Want: "accepted", Verdict: v, Task: taskState(res),
-		Why: "task " + taskState(res) + "; passed on to the coder (A2A), then the tester (MCP), whose full suite runs"})
+		Why: "task " + taskState(res) + "; passed on to the coder (A2A), then the tester (MCP), whose full suite runs"},
+		check(coderDown == hop3, "the tester's suite runs for hop %q, not the coder's hop %q", hop3, coderDown))
 
 	cr, err := w.asstHand.Cancel(ctx, res.Hop)
 	if err != nil {
@@ -536,8 +598,9 @@ func (w *World) cancel(ctx context.Context, r *recorder) error {
 		return err
 	}
 	r.step(Step{From: Assistant, To: Planner, What: "cancel", Carrier: A2A, Want: "canceled", Verdict: strings.ToLower(taskState(cr)), Task: taskState(cr),
-		Why: "signed \"canceled\" in the Cancel Task request's metadata: verified, recorded, work stopped"},
-		refused(cr), check(prec.Canceled, "the planner's record of the hop is not canceled"))
+		Why: "signed \"canceled\" in the Cancel Task request's metadata: verified, recorded, the planner's code stopped"},
+		refused(cr), check(prec.Canceled, "the planner's record of the hop is not canceled"),
+		check(w.planner.stopped(ctx, res.Hop, stopWithin), "the planner's code for hop %s still runs %s after the cancel", res.Hop, stopWithin))
 
 	// The planner's cancel down returns only after the coder's (the
 	// coder passes it on while answering it), so they are told apart by
@@ -559,10 +622,16 @@ func (w *World) cancel(ctx context.Context, r *recorder) error {
 	if err != nil {
 		return err
 	}
+	down, err := w.agents[Planner].st.IssuedHop(ctx, pd.hop)
+	if err != nil {
+		return err
+	}
 	r.step(Step{From: Planner, To: Coder, What: "cancel", Carrier: A2A, Want: "canceled", Verdict: strings.ToLower(taskState(pd.a2a)), Task: taskState(pd.a2a),
-		Why: "passed down to the offer whose prev names the canceled one: verified, recorded, work stopped"},
+		Why: "passed down to the offer whose prev names the canceled one: verified, recorded, the coder's code stopped"},
 		check(crec.Canceled, "the coder's record of the hop is not canceled"),
-		check(pd.hop == hop2, "the planner canceled hop %q, want its hop %q to the coder", pd.hop, hop2))
+		check(pd.hop == hop2, "the planner canceled hop %q, want its hop %q to the coder", pd.hop, hop2),
+		check(down.Prev != nil && res.Issued != nil && down.Prev.Equal(res.Issued.Digest), "the hop canceled down does not name the canceled offer as its prev"),
+		check(w.coder.stopped(ctx, hop2, stopWithin), "the coder's code for hop %s still runs %s after the cancel", hop2, stopWithin))
 
 	cd := downs[Coder]
 	var stopped string
@@ -589,8 +658,17 @@ func (w *World) cancel(ctx context.Context, r *recorder) error {
 	if err != nil && again == nil {
 		return err
 	}
+	var stRefs []handoff.ContextRef
+	if again.Status != nil {
+		if _, st, err := handoff.UnsafeDecode(*again.Status); err == nil && st != nil { // verified by the coder's Ask
+			stRefs = st.Refs
+		}
+	}
 	r.step(Step{From: Tester, To: Coder, What: "status", Carrier: MCP, Want: "failed", Verdict: string(again.State),
-		Why: "learned by asking again: the work was stopped before it took effect (failed, no effect)"})
+		Why: "learned by asking again: the work was stopped before it took effect (failed, no refs: no effect); the coder's hop resolved"},
+		check(again.Status != nil, "no signed status in the answer"),
+		check(len(stRefs) == 0, "the status names %d effects, want none", len(stRefs)),
+		check(again.Hop != nil && again.Hop.Resolved, "the coder's hop is not resolved"))
 
 	return nil
 }

@@ -28,11 +28,14 @@ type Step struct {
 	// for a status its verified state (completed, canceled, ...), "lost"
 	// for a reply the network dropped.
 	Verdict string `json:"verdict"`
-	Reason  string `json:"reason,omitempty"`     // the draft's reason, for a rejection
-	Chain   string `json:"chain,omitempty"`      // chain quality (D7), for an accepted offer
-	Task    string `json:"task_state,omitempty"` // the A2A task state the reply carried
-	Why     string `json:"why,omitempty"`        // for people
-	Want    string `json:"want"`                 // the verdict this step must give
+	Reason  string `json:"reason,omitempty"` // the draft's reason, for a rejection
+	Chain   string `json:"chain,omitempty"`  // chain quality (D7), for an accepted offer
+	// Task is the A2A task state the reply carried, "(message)" when the
+	// A2A answer was a Message (no task was made), "" for MCP steps and
+	// steps that show no A2A answer.
+	Task    string `json:"task_state,omitempty"`
+	Why     string `json:"why,omitempty"` // for people
+	Want    string `json:"want"`          // the verdict this step must give
 	OK      bool   `json:"ok"`
 	Problem string `json:"problem,omitempty"` // why it is not OK
 }
