@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"sync"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/quantumlearningmachines/handoff"
@@ -33,9 +34,9 @@ type ClientConfig struct {
 var ErrNotSent = errors.New("mcphandoff: hop not sent by this client")
 
 // Client is the delegator's side of the handoff over MCP. Attach it to the
-// *mcp.Client and give its HTTPClient to the streamable transport; then
-// Call hands work over, Ask asks again, Cancel cancels. Safe for
-// concurrent use.
+// *mcp.Client and connect through Transport (or, for streamable HTTP, give
+// its HTTPClient to the transport); then Call hands work over, Ask asks
+// again, Cancel cancels. Safe for concurrent use.
 type Client struct {
 	cfg ClientConfig
 
@@ -47,10 +48,13 @@ type Client struct {
 }
 
 type sentHop struct {
-	params   mcp.CallToolParams         // as first sent, without Key in Meta
-	value    any                        // the _meta value, identical on every send
-	digest   string                     // offer digest key
-	ids      map[string]json.RawMessage // MCP session id -> last JSON-RPC id of a tools/call that carried it
+	params mcp.CallToolParams // as first sent, without Key in Meta
+	value  any                // the _meta value, identical on every send
+	digest string             // offer digest key
+	// ids: the JSON-RPC id of the last tools/call for the hop on each
+	// session. Keyed by the session itself, not its ID(): sessions on
+	// stdio or in-memory transports all have the ID "".
+	ids      map[*mcp.ClientSession]json.RawMessage
 	inflight map[uint64]context.CancelFunc
 }
 
@@ -65,9 +69,34 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 	return &Client{cfg: cfg, hops: map[string]*sentHop{}, byDigest: map[string]string{}}, nil
 }
 
+// usable reports why c cannot be used: nil, or not made by NewClient.
+func (c *Client) usable() error {
+	if c == nil || c.hops == nil || c.cfg.Delegator == nil {
+		return errors.New("mcphandoff: the Client is nil or was not made by NewClient")
+	}
+	return nil
+}
+
+// usableOn is usable, and a session to send over.
+func (c *Client) usableOn(cs *mcp.ClientSession) error {
+	if err := c.usable(); err != nil {
+		return err
+	}
+	if cs == nil {
+		return errors.New("mcphandoff: the *mcp.ClientSession is nil")
+	}
+	return nil
+}
+
 // Attach adds the sending middleware to cl (once per Client). Cancel sends
 // its notifications/cancelled through the SDK's sending chain from there.
 func (c *Client) Attach(cl *mcp.Client) error {
+	if err := c.usable(); err != nil {
+		return err
+	}
+	if cl == nil {
+		return errors.New("mcphandoff: Attach needs an *mcp.Client, got nil")
+	}
 	c.mu.Lock()
 	attached := c.next != nil
 	c.mu.Unlock()
@@ -91,12 +120,106 @@ func (c *Client) middleware(next mcp.MethodHandler) mcp.MethodHandler {
 	return next
 }
 
+// How the request id of a tools/call is learned. The SDK assigns JSON-RPC
+// ids below every middleware, so only what writes the message sees it. The
+// context of the call (Call and Ask put a *callNote in it) travels with the
+// message down to the mcp.Connection's Write and, on streamable HTTP, to
+// the *http.Request; whichever of the two this client wraps notes the id
+// there, for the hop and the session the note names. Calls that did not go
+// through Call or Ask carry no note and are not looked at.
+
+type noteKey struct{}
+
+// callNote names the hop and the session one Call or Ask sends over.
+type callNote struct {
+	c  *Client
+	s  *sentHop
+	cs *mcp.ClientSession
+}
+
+// saw records id as the hop's last tools/call on the session.
+func (n *callNote) saw(id json.RawMessage) {
+	n.c.mu.Lock()
+	n.s.ids[n.cs] = id
+	n.c.mu.Unlock()
+}
+
+func noteFrom(ctx context.Context) *callNote {
+	n, _ := ctx.Value(noteKey{}).(*callNote)
+	return n
+}
+
+// Transport returns t prepared so that Cancel can name the hop's
+// tools/call by its JSON-RPC id, for any client transport (stdio,
+// in-memory, command, streamable HTTP, ...): connect the *mcp.Client
+// through it. Nothing is changed in what is sent.
+//
+// For every transport but *mcp.StreamableClientTransport, each
+// mcp.Connection it opens is wrapped, and its Write notes the id of a
+// tools/call sent by Call or Ask. A *mcp.StreamableClientTransport is
+// instead returned as a copy whose HTTPClient is c.HTTPClient(t.HTTPClient):
+// go-sdk v1.8.0 tells its streamable connection the negotiated session
+// through an unexported method (clientConnection.sessionUpdated, which
+// sets the MCP-Protocol-Version header and opens the standalone SSE
+// stream), which a wrapper outside the SDK cannot forward, so that
+// connection is left as it is and the id is read from the HTTP request.
+//
+// A nil t gives a transport whose Connect fails.
+func (c *Client) Transport(t mcp.Transport) mcp.Transport {
+	switch x := t.(type) {
+	case nil:
+		return failing{}
+	case *mcp.StreamableClientTransport:
+		if x == nil {
+			return failing{}
+		}
+		cp := *x
+		cp.HTTPClient = c.HTTPClient(x.HTTPClient)
+		return &cp
+	}
+	return noting{base: t}
+}
+
+type failing struct{}
+
+func (failing) Connect(context.Context) (mcp.Connection, error) {
+	return nil, errors.New("mcphandoff: Client.Transport was given a nil transport")
+}
+
+// noting wraps a client transport: its connections note the ids of the
+// tools/calls made by Call and Ask.
+type noting struct{ base mcp.Transport }
+
+func (t noting) Connect(ctx context.Context) (mcp.Connection, error) {
+	conn, err := t.base.Connect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return notingConn{conn}, nil
+}
+
+// notingConn forwards everything to the connection it embeds (SessionID
+// included, which the SDK reads for ClientSession.ID).
+type notingConn struct{ mcp.Connection }
+
+func (c notingConn) Write(ctx context.Context, msg jsonrpc.Message) error {
+	if r, ok := msg.(*jsonrpc.Request); ok && r.IsCall() && r.Method == methodCallTool {
+		if n := noteFrom(ctx); n != nil {
+			if id, err := json.Marshal(r.ID.Raw()); err == nil {
+				// Noted before the write: a cancel may race with the
+				// reply, never with the request.
+				n.saw(id)
+			}
+		}
+	}
+	return c.Connection.Write(ctx, msg)
+}
+
 // HTTPClient returns an HTTP client for mcp.StreamableClientTransport that
 // sends through base (nil: http.DefaultClient's transport) and notes, for
-// each tools/call that carries a Handoff, its JSON-RPC request id and MCP
-// session. A notifications/cancelled must name the request it cancels,
-// and the SDK assigns that id below any middleware; this is where the
-// client learns it. Nothing is changed in what is sent.
+// each tools/call sent by Call or Ask, its JSON-RPC request id. It is what
+// Transport does for a *mcp.StreamableClientTransport; use either.
+// Nothing is changed in what is sent.
 func (c *Client) HTTPClient(base *http.Client) *http.Client {
 	var hc http.Client
 	if base != nil {
@@ -106,67 +229,28 @@ func (c *Client) HTTPClient(base *http.Client) *http.Client {
 	if rt == nil {
 		rt = http.DefaultTransport
 	}
-	hc.Transport = observer{base: rt, c: c}
+	hc.Transport = observer{base: rt}
 	return &hc
 }
 
-type observer struct {
-	base http.RoundTripper
-	c    *Client
-}
+type observer struct{ base http.RoundTripper }
 
 func (o observer) RoundTrip(req *http.Request) (*http.Response, error) {
-	if req.Method == http.MethodPost && req.GetBody != nil {
+	if n := noteFrom(req.Context()); n != nil && req.Method == http.MethodPost && req.GetBody != nil {
 		if body, err := req.GetBody(); err == nil {
 			b, err := io.ReadAll(io.LimitReader(body, 8<<20))
 			body.Close()
-			if err == nil {
-				o.c.observe(req.Header.Get("Mcp-Session-Id"), b)
+			var msg struct {
+				ID     json.RawMessage `json:"id"`
+				Method string          `json:"method"`
+			}
+			if err == nil && json.Unmarshal(b, &msg) == nil && msg.Method == methodCallTool &&
+				len(msg.ID) != 0 && !bytes.Equal(msg.ID, []byte("null")) {
+				n.saw(msg.ID)
 			}
 		}
 	}
 	return o.base.RoundTrip(req)
-}
-
-// observe notes the request id of a tools/call that carries a Handoff
-// this client sent.
-func (c *Client) observe(session string, b []byte) {
-	var msg struct {
-		ID     json.RawMessage `json:"id"`
-		Method string          `json:"method"`
-		Params struct {
-			Meta map[string]json.RawMessage `json:"_meta"`
-		} `json:"params"`
-	}
-	if json.Unmarshal(b, &msg) != nil || msg.Method != methodCallTool || len(msg.ID) == 0 {
-		return
-	}
-	raw, ok := msg.Params.Meta[Key]
-	if !ok {
-		return
-	}
-	var v any = raw
-	if bytes.HasPrefix(bytes.TrimSpace(raw), []byte(`"`)) {
-		var s string
-		if json.Unmarshal(raw, &s) != nil {
-			return
-		}
-		v = s
-	}
-	hb, err := HandoffOctets(v)
-	if err != nil {
-		return
-	}
-	h, err := handoff.ParseHandoff(hb, handoff.Limits{})
-	if err != nil {
-		return
-	}
-	d := h.Offer.Digest()
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if hop, ok := c.byDigest[d.Alg+":"+d.String()]; ok {
-		c.hops[hop].ids[session] = append(json.RawMessage(nil), msg.ID...)
-	}
 }
 
 // Reply is the answer to a tools/call that carried a Handoff.
@@ -191,9 +275,21 @@ type Reply struct {
 // says why). A call whose context ends returns the context's error; the
 // work may go on at the delegate, and Ask learns its outcome.
 func (c *Client) Call(ctx context.Context, cs *mcp.ClientSession, params *mcp.CallToolParams, h *handoff.Handoff) (*Reply, error) {
+	if err := c.usableOn(cs); err != nil {
+		return nil, err
+	}
+	if params == nil || params.Name == "" {
+		return nil, errors.New("mcphandoff: Call needs the tools/call params with the tool's name")
+	}
+	if h == nil {
+		return nil, errors.New("mcphandoff: Call needs the Handoff (from delegator.Offer), got nil")
+	}
 	o, _, err := handoff.UnsafeDecode(h.Offer) // our own offer, read back
 	if err != nil || o == nil {
 		return nil, fmt.Errorf("mcphandoff: the Handoff's offer cannot be read: %v", err)
+	}
+	if o.Hop == "" {
+		return nil, errors.New("mcphandoff: the Handoff's offer names no hop")
 	}
 	v, err := HandoffValue(h, c.cfg.Encoding)
 	if err != nil {
@@ -211,7 +307,7 @@ func (c *Client) Call(ctx context.Context, cs *mcp.ClientSession, params *mcp.Ca
 		return nil, fmt.Errorf("mcphandoff: hop %s was sent with another offer; refusing to send a second one", o.Hop)
 	}
 	if !ok {
-		s = &sentHop{params: *params, value: v, digest: dk, ids: map[string]json.RawMessage{}, inflight: map[uint64]context.CancelFunc{}}
+		s = &sentHop{params: *params, value: v, digest: dk, ids: map[*mcp.ClientSession]json.RawMessage{}, inflight: map[uint64]context.CancelFunc{}}
 		c.hops[o.Hop] = s
 		c.byDigest[dk] = o.Hop
 	}
@@ -227,6 +323,9 @@ func (c *Client) Call(ctx context.Context, cs *mcp.ClientSession, params *mcp.Ca
 // (after a restart, say) is ErrNotSent: send the Handoff rebuilt from
 // store.Issued.Offer with Call; only the offer's octets count.
 func (c *Client) Ask(ctx context.Context, cs *mcp.ClientSession, hop string) (*Reply, error) {
+	if err := c.usableOn(cs); err != nil {
+		return nil, err
+	}
 	c.mu.Lock()
 	s, ok := c.hops[hop]
 	c.mu.Unlock()
@@ -239,6 +338,9 @@ func (c *Client) Ask(ctx context.Context, cs *mcp.ClientSession, hop string) (*R
 // Forget drops what this client keeps for a hop (the call to resend, the
 // request ids for a cancel), once the hop needs no more asking.
 func (c *Client) Forget(hop string) {
+	if c.usable() != nil {
+		return // nothing kept
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if s, ok := c.hops[hop]; ok {
@@ -260,7 +362,7 @@ func (c *Client) send(ctx context.Context, cs *mcp.ClientSession, hop string, s 
 	// A fresh _meta map per call: the SDK may add its own keys to it.
 	params := s.params
 	params.Meta = withMeta(params.Meta, Key, s.value)
-	cctx, cancel := context.WithCancel(ctx)
+	cctx, cancel := context.WithCancel(context.WithValue(ctx, noteKey{}, &callNote{c: c, s: s, cs: cs}))
 	defer cancel()
 	c.mu.Lock()
 	c.seq++
@@ -305,6 +407,15 @@ func (c *Client) send(ctx context.Context, cs *mcp.ClientSession, hop string, s 
 // If no tools/call for the hop went over cs, the cancel is signed and
 // recorded but not sent, and the error wraps ErrNotSent.
 func (c *Client) Cancel(ctx context.Context, cs *mcp.ClientSession, hop string) (handoff.Element, error) {
+	// Refused before anything is signed: a missing session or hop is the
+	// caller's mistake, and a cancel recorded but sendable nowhere helps no
+	// one.
+	if err := c.usableOn(cs); err != nil {
+		return handoff.Element{}, err
+	}
+	if hop == "" {
+		return handoff.Element{}, errors.New("mcphandoff: Cancel needs a hop, got \"\"")
+	}
 	st, _, err := c.cfg.Delegator.Cancel(ctx, hop)
 	if err != nil {
 		return handoff.Element{}, err
@@ -317,12 +428,21 @@ func (c *Client) Cancel(ctx context.Context, cs *mcp.ClientSession, hop string) 
 // cancel received for this agent's own offer follows the chain down), as
 // Cancel does after signing.
 func (c *Client) SendCancel(ctx context.Context, cs *mcp.ClientSession, hop string, st handoff.Element) error {
+	if err := c.usableOn(cs); err != nil {
+		return err
+	}
+	if hop == "" {
+		return errors.New("mcphandoff: SendCancel needs a hop, got \"\"")
+	}
+	if _, s, err := handoff.UnsafeDecode(st); err != nil || s == nil || s.State != handoff.StateCanceled {
+		return fmt.Errorf("mcphandoff: SendCancel for hop %s needs a signed \"canceled\" status (err: %v)", hop, err)
+	}
 	c.mu.Lock()
 	s, ok := c.hops[hop]
 	var id json.RawMessage
 	var inflight []context.CancelFunc
 	if ok {
-		id = s.ids[cs.ID()]
+		id = s.ids[cs]
 		for _, f := range s.inflight {
 			inflight = append(inflight, f)
 		}
@@ -330,7 +450,7 @@ func (c *Client) SendCancel(ctx context.Context, cs *mcp.ClientSession, hop stri
 	next := c.next
 	c.mu.Unlock()
 	if !ok || id == nil {
-		return fmt.Errorf("%w: no tools/call for hop %s went over session %q; the cancel is recorded, not sent", ErrNotSent, hop, cs.ID())
+		return fmt.Errorf("%w: no tools/call for hop %s went over this session (session id %q) through Client.Transport or Client.HTTPClient; the cancel is recorded, not sent", ErrNotSent, hop, cs.ID())
 	}
 	if next == nil {
 		return errors.New("mcphandoff: Client.Attach was not called; the cancel is recorded, not sent")

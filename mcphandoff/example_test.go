@@ -43,7 +43,9 @@ func Example() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	hs.Attach(srv)
+	if err := hs.Attach(srv); err != nil {
+		log.Fatal(err)
+	}
 	// StrictHandler refuses a body whose Handoff is not strict JSON
 	// (duplicate members, lone surrogates) before the SDK decodes it.
 	handler := mcphandoff.StrictHandler(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil))
@@ -64,8 +66,8 @@ func Example() {
 	if err := hc.Attach(cl); err != nil {
 		log.Fatal(err)
 	}
-	cs, err := cl.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: web.URL,
-		HTTPClient: hc.HTTPClient(&http.Client{Transport: withToken{"planner-token"}})}, nil)
+	cs, err := cl.Connect(ctx, hc.Transport(&mcp.StreamableClientTransport{Endpoint: web.URL,
+		HTTPClient: &http.Client{Transport: withToken{"planner-token"}}}), nil)
 	if err != nil {
 		log.Fatal(err)
 	}

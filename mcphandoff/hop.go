@@ -43,6 +43,9 @@ func HopFrom(ctx context.Context) *Hop {
 // leaves the hop "accepted" and flagged (the outcome is not known). The
 // last declaration counts.
 func (h *Hop) Declare(out delegate.Outcome) error {
+	if h == nil {
+		return errors.New("mcphandoff: Declare on a nil Hop: the call carried no handoff (HopFrom returned nil)")
+	}
 	if out.State != store.Completed && out.State != store.Failed {
 		return errors.New(`mcphandoff: a declared outcome is "completed" or "failed"`)
 	}

@@ -45,6 +45,7 @@ type env struct {
 	dbPath  string
 	d       *delegate.Delegate
 	srv     *mcphandoff.Server
+	ms      *mcp.Server // the tester's MCP server, with srv attached
 	url     string
 	dl      *delegator.Delegator
 	hc      *mcphandoff.Client
@@ -110,7 +111,10 @@ func newEnvWith(t *testing.T, form handoff.Form, enc handoff.Encoding, opt envOp
 	}
 	ms := mcp.NewServer(&mcp.Implementation{Name: "tester", Version: "1"}, nil)
 	mcp.AddTool(ms, &mcp.Tool{Name: "run-tests"}, e.tool)
-	e.srv.Attach(ms)
+	if err := e.srv.Attach(ms); err != nil {
+		t.Fatal(err)
+	}
+	e.ms = ms
 	tokens := map[string]string{"planner-token": planner, "coder-token": coder, "stranger-token": "https://stranger.example"}
 	verify := func(_ context.Context, tok string, _ *http.Request) (*auth.TokenInfo, error) {
 		u, ok := tokens[tok]
@@ -161,7 +165,8 @@ func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 }
 
 // connect opens an MCP session to the tester with the SDK's streamable
-// HTTP client, with the handoff client attached.
+// HTTP client, with the handoff client attached and the transport given
+// through Client.Transport (mrtr_test.go uses Client.HTTPClient).
 func (e *env) connect(dl *delegator.Delegator, enc handoff.Encoding, token string) (*mcphandoff.Client, *mcp.ClientSession) {
 	e.t.Helper()
 	hc, err := mcphandoff.NewClient(mcphandoff.ClientConfig{Delegator: dl, Encoding: enc})
@@ -173,7 +178,7 @@ func (e *env) connect(dl *delegator.Delegator, enc handoff.Encoding, token strin
 		e.t.Fatal(err)
 	}
 	base := &http.Client{Transport: bearer{token, http.DefaultTransport}}
-	cs, err := cl.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: e.url, HTTPClient: hc.HTTPClient(base)}, nil)
+	cs, err := cl.Connect(context.Background(), hc.Transport(&mcp.StreamableClientTransport{Endpoint: e.url, HTTPClient: base}), nil)
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -719,7 +724,9 @@ func TestPlainCalls(t *testing.T) {
 	}
 	ms := mcp.NewServer(&mcp.Implementation{Name: "open", Version: "1"}, nil)
 	mcp.AddTool(ms, &mcp.Tool{Name: "run-tests"}, e.tool)
-	srv.Attach(ms)
+	if err := srv.Attach(ms); err != nil {
+		t.Fatal(err)
+	}
 	hs := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return ms }, nil))
 	defer hs.Close()
 	cs, err := mcp.NewClient(&mcp.Implementation{Name: "c", Version: "1"}, nil).Connect(ctx, &mcp.StreamableClientTransport{Endpoint: hs.URL}, nil)
@@ -796,7 +803,9 @@ func TestRestartAnswersFromRecord(t *testing.T) {
 		runs.Add(1)
 		return &mcp.CallToolResult{}, nil, nil
 	})
-	srv2.Attach(ms)
+	if err := srv2.Attach(ms); err != nil {
+		t.Fatal(err)
+	}
 	verify := func(_ context.Context, tok string, _ *http.Request) (*auth.TokenInfo, error) {
 		if tok != "planner-token" {
 			return nil, auth.ErrInvalidToken

@@ -39,6 +39,9 @@ var b64 = base64.RawURLEncoding.Strict()
 //     octets. A CBOR Handoff carries COSE elements as byte strings, which a
 //     JSON _meta cannot hold, so the whole Handoff travels as octets.
 func HandoffValue(h *handoff.Handoff, enc handoff.Encoding) (any, error) {
+	if h == nil {
+		return nil, errors.New("mcphandoff: HandoffValue needs a Handoff, got nil")
+	}
 	b, err := h.Encode(enc)
 	if err != nil {
 		return nil, err
@@ -69,6 +72,9 @@ func HandoffValue(h *handoff.Handoff, enc handoff.Encoding) (any, error) {
 func HandoffOctets(v any) ([]byte, error) {
 	switch x := v.(type) {
 	case json.RawMessage:
+		if len(x) == 0 {
+			return nil, fmt.Errorf("%w: %q is empty, want the Handoff object or base64url CBOR", ErrMeta, Key)
+		}
 		return x, nil
 	case map[string]any:
 		b, err := json.Marshal(x)

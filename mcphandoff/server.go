@@ -111,13 +111,34 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 	return s, nil
 }
 
+// errNilServer: a Server not made by NewServer.
+var errNilServer = errors.New("mcphandoff: the Server is nil or was not made by NewServer")
+
+func (s *Server) usable() bool { return s != nil && s.cfg.Delegate != nil && s.idle != nil }
+
 // Attach adds the middleware to srv: srv.AddReceivingMiddleware(s.Middleware()).
-func (s *Server) Attach(srv *mcp.Server) { srv.AddReceivingMiddleware(s.Middleware()) }
+func (s *Server) Attach(srv *mcp.Server) error {
+	if !s.usable() {
+		return errNilServer
+	}
+	if srv == nil {
+		return errors.New("mcphandoff: Attach needs an *mcp.Server, got nil")
+	}
+	srv.AddReceivingMiddleware(s.Middleware())
+	return nil
+}
 
 // Middleware is the receiving middleware. It acts on tools/call carrying a
 // handoff under Key and on notifications/cancelled carrying a signed
-// "canceled"; every other message passes through untouched.
+// "canceled"; every other message passes through untouched. The
+// middleware of a nil Server (or one not made by NewServer) answers every
+// request with an error, so nothing reaches a tool unchecked.
 func (s *Server) Middleware() mcp.Middleware {
+	if !s.usable() {
+		return func(mcp.MethodHandler) mcp.MethodHandler {
+			return func(context.Context, string, mcp.Request) (mcp.Result, error) { return nil, errNilServer }
+		}
+	}
 	return func(next mcp.MethodHandler) mcp.MethodHandler {
 		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 			switch method {
@@ -141,6 +162,9 @@ func (s *Server) Middleware() mcp.Middleware {
 // its outcome is recorded (for shutdown and tests). Work may start again
 // afterwards; a sync.WaitGroup would forbid that while Wait runs.
 func (s *Server) Wait() {
+	if !s.usable() {
+		return // nothing started
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for s.active > 0 {
@@ -546,5 +570,5 @@ func text(format string, args ...any) []mcp.Content {
 // callers with bearer tokens (the SDK's auth.RequireBearerToken): the
 // sender is authenticated as iss when its token's UserID is iss.
 func TokenUser(_ context.Context, req *mcp.CallToolRequest, iss string) bool {
-	return req.Extra != nil && req.Extra.TokenInfo != nil && req.Extra.TokenInfo.UserID != "" && req.Extra.TokenInfo.UserID == iss
+	return req != nil && req.Extra != nil && req.Extra.TokenInfo != nil && req.Extra.TokenInfo.UserID != "" && req.Extra.TokenInfo.UserID == iss
 }

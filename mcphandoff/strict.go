@@ -43,7 +43,14 @@ const CodeNotStrict = -32700
 // Key's octets, or decodes leniently to a member named Key (its name
 // written with escapes), or cannot be read at all past MaxStrictBody while
 // holding Key's octets. Fail safe: in doubt, refused.
+//
+// A nil h gives a handler that answers every request with HTTP 500.
 func StrictHandler(h http.Handler) http.Handler {
+	if h == nil {
+		return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			http.Error(w, "mcphandoff: StrictHandler wraps a nil handler", http.StatusInternalServerError)
+		})
+	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodPost || r.Body == nil {
 			h.ServeHTTP(w, r)

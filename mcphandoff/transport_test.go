@@ -1,0 +1,147 @@
+package mcphandoff_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/quantumlearningmachines/handoff"
+	"github.com/quantumlearningmachines/handoff/delegator"
+	"github.com/quantumlearningmachines/handoff/mcphandoff"
+	"github.com/quantumlearningmachines/handoff/store"
+)
+
+// inMemory connects a new planner client to the env's MCP server (the
+// same *mcp.Server, handoff middleware and delegate as over HTTP) over the
+// SDK's in-memory transports. wrap says whether the client transport goes
+// through Client.Transport.
+func (e *env) inMemory(wrap bool) (*mcphandoff.Client, *mcp.ClientSession) {
+	e.t.Helper()
+	ctx := context.Background()
+	st, ct := mcp.NewInMemoryTransports()
+	ss, err := e.ms.Connect(ctx, st, nil)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(func() { ss.Close() })
+	hc, err := mcphandoff.NewClient(mcphandoff.ClientConfig{Delegator: e.dl})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	cl := mcp.NewClient(&mcp.Implementation{Name: "planner", Version: "1"}, nil)
+	if err := hc.Attach(cl); err != nil {
+		e.t.Fatal(err)
+	}
+	var t mcp.Transport = ct
+	if wrap {
+		t = hc.Transport(ct)
+	}
+	cs, err := cl.Connect(ctx, t, nil)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(func() { cs.Close() })
+	return hc, cs
+}
+
+// TestCancelOverInMemoryTransport: the delegator's signed "canceled"
+// (draft "Carrying the Element", MCP: in the params of
+// notifications/cancelled; D9: the delegate verifies it against the hop's
+// offer) reaches the server's middleware over a transport that is not
+// HTTP, names the hop's tools/call by its JSON-RPC id, is verified, and
+// stops the work. Without Client.Transport the id is never learned and the
+// cancel is recorded, not sent (ErrNotSent).
+func TestCancelOverInMemoryTransport(t *testing.T) {
+	for _, m := range []struct {
+		name string
+		form handoff.Form
+		enc  handoff.Encoding
+	}{{"JWS/JSON", handoff.FormJWS, handoff.JSON}, {"COSE/CBOR", handoff.FormCOSE, handoff.CBOR}} {
+		t.Run(m.name, func(t *testing.T) {
+			e := newEnv(t, m.form, m.enc)
+			ctx := context.Background()
+			hc, cs := e.inMemory(true)
+			if cs.ID() != "" {
+				t.Fatalf("in-memory session id %q; the test assumes none (keying by session id would conflate sessions)", cs.ID())
+			}
+			h, hop, err := e.dl.Offer(ctx, delegator.Offer{Aud: tester, Work: "in-memory cancel"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			e.gate()
+			first := make(chan error, 1)
+			go func() {
+				_, err := hc.Call(ctx, cs, call("block"), h)
+				first <- err
+			}()
+			wait(t, e.entered, "the tool to start")
+			st, err := hc.Cancel(ctx, cs, hop.Hop)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, s, _ := handoff.UnsafeDecode(st); s.State != handoff.StateCanceled || s.Iss != planner {
+				t.Fatalf("cancel status %+v", s)
+			}
+			if err := wait(t, first, "the canceled call"); !errors.Is(err, context.Canceled) {
+				t.Fatalf("canceled call returned %v", err)
+			}
+			if got := wait(t, e.stopped, "the work to stop"); got != hop.Hop {
+				t.Fatalf("stopped %s, want %s", got, hop.Hop)
+			}
+			e.srv.Wait()
+			e.mu.Lock()
+			reports := append([]error(nil), e.reports...)
+			e.mu.Unlock()
+			if len(reports) != 0 {
+				t.Fatalf("the middleware reported %v", reports)
+			}
+			// Canceled is set only by delegate.Cancel after the status
+			// verified against the recorded offer.
+			rec, err := e.dstore.Get(ctx, planner, hop.Hop)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !rec.Canceled || rec.State != store.Failed {
+				t.Fatalf("record: canceled %v, state %s", rec.Canceled, rec.State)
+			}
+			// The HTTP session never carried the hop: nothing to name there.
+			if err := hc.SendCancel(ctx, e.cs, hop.Hop, st); !errors.Is(err, mcphandoff.ErrNotSent) {
+				t.Fatalf("cancel over a session the hop never went over: %v", err)
+			}
+		})
+	}
+
+	t.Run("unwrapped transport: recorded, not sent", func(t *testing.T) {
+		e := newEnv(t, handoff.FormJWS, handoff.JSON)
+		ctx := context.Background()
+		hc, cs := e.inMemory(false)
+		h, hop, err := e.dl.Offer(ctx, delegator.Offer{Aud: tester, Work: "in-memory, unwrapped"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		release := e.gate()
+		first := make(chan error, 1)
+		go func() {
+			_, err := hc.Call(ctx, cs, call("block"), h)
+			first <- err
+		}()
+		wait(t, e.entered, "the tool to start")
+		if _, err := hc.Cancel(ctx, cs, hop.Hop); !errors.Is(err, mcphandoff.ErrNotSent) {
+			t.Fatalf("cancel without Client.Transport: %v, want ErrNotSent", err)
+		}
+		close(release)
+		if err := wait(t, first, "the call"); err != nil {
+			t.Fatalf("the call, not canceled, returned %v", err)
+		}
+		e.srv.Wait()
+		rec, err := e.dstore.Get(ctx, planner, hop.Hop)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rec.Canceled || rec.State != store.Completed {
+			t.Fatalf("record: canceled %v, state %s; the unsent cancel reached the delegate", rec.Canceled, rec.State)
+		}
+	})
+}
