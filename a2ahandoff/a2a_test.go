@@ -879,6 +879,16 @@ func TestRetransmissionAfterRestartSQLite(t *testing.T) {
 			if n := srv2.agent.runs.Load(); n != 0 {
 				t.Fatalf("the restarted agent ran %d times", n)
 			}
+			// The restarted delegate no longer knows which A2A task
+			// carried the hop (kept in memory; a2a-go's default task
+			// store is gone too): the answer names none, and the client
+			// refuses to poll or cancel by a guessed task (fail safe).
+			if m := r2.Result.(*a2a.Message); m.TaskID != "" {
+				t.Fatalf("after the restart the answer names task %q, want none", m.TaskID)
+			}
+			if _, err := c2.Cancel(ctx, issued.Hop); err == nil || !strings.Contains(err.Error(), "no A2A task is known") {
+				t.Fatalf("cancel with no task known: %v, want refused before anything is signed", err)
+			}
 
 			// The same octets from a sender not authenticated as iss.
 			anon, err := a2ahandoff.NewClient(a2aClient(t, srv2.url, ""), dl, a2ahandoff.ClientOptions{Encoding: f.enc})

@@ -232,7 +232,7 @@ func TestChainChecksOverA2A(t *testing.T) {
 						if rec.State != store.Rejected || !slices.Equal(rec.Status, sts[0].Octets) {
 							t.Fatalf("record %s, want rejected with the status sent", rec.State)
 						}
-						again := oneMessage(t, a2aClient(t, tc.srv.url, "token-of-"+plannerID), intoTask(m, task), false)
+						again := oneMessage(t, a2aClient(t, tc.srv.url, "token-of-"+plannerID), intoTask(m, task), false, task.ID)
 						if resent, _ := a2ahandoff.Statuses(again); len(resent) != 1 || !slices.Equal(resent[0].Octets, sts[0].Octets) {
 							t.Fatal("asked again into its task, the rejection is not resent as the identical octets (Asking Again)")
 						}

@@ -45,8 +45,9 @@ type Client struct {
 
 // sent is what the client keeps for a hop it carried.
 type sent struct {
-	msg  *a2a.Message // the message as first sent, Handoff included
-	task a2a.TaskID   // the A2A task the delegate made for it, once known
+	msg  *a2a.Message           // the message as first sent, Handoff included
+	cfg  *a2a.MessageSendConfig // its send configuration, used again by Ask
+	task a2a.TaskID             // the A2A task the delegate made for it, once known
 }
 
 // NewClient wraps c for the hops of dl. It adds to c a call interceptor
@@ -158,7 +159,7 @@ func (c *Client) Send(ctx context.Context, hop string, h *handoff.Handoff, msg *
 		return nil, err
 	}
 	c.mu.Lock()
-	c.hops[hop] = &sent{msg: m}
+	c.hops[hop] = &sent{msg: m, cfg: cfg}
 	c.mu.Unlock()
 	res, err := c.a2a.SendMessage(ctx, &a2a.MessageSendParams{Message: m, Config: cfg})
 	if err != nil {
@@ -170,10 +171,15 @@ func (c *Client) Send(ctx context.Context, hop string, h *handoff.Handoff, msg *
 }
 
 // Ask sends the hop's Handoff again, with the identical octets, in a new
-// message with the same content and contextId (draft "Asking Again"), and
-// takes in the statuses of the reply. The delegate answers from its
-// record without running the work again; a delegate that never got the
-// first message processes this one as new.
+// message with the same content, contextId and send configuration (draft
+// "Asking Again"), and takes in the statuses of the reply. The delegate
+// answers from its record without running the work again; a delegate that
+// never got the first message processes this one as new.
+//
+// The answer from the record names the hop's A2A task (Message.TaskID)
+// when the delegate is served by this package and authenticated the
+// sender as the offer's iss: after a lost first reply, Ask is how the
+// client learns the task that Poll and Cancel need.
 func (c *Client) Ask(ctx context.Context, hop string) (*Reply, error) {
 	c.mu.Lock()
 	s := c.hops[hop]
@@ -186,7 +192,7 @@ func (c *Client) Ask(ctx context.Context, hop string) (*Reply, error) {
 	// A fresh request: a delegate served with a2asrv.NewHandler rather
 	// than NewHandler refuses a message into the hop's task once it ended.
 	m.TaskID = ""
-	res, err := c.a2a.SendMessage(ctx, &a2a.MessageSendParams{Message: m})
+	res, err := c.a2a.SendMessage(ctx, &a2a.MessageSendParams{Message: m, Config: s.cfg})
 	if err != nil {
 		return nil, fmt.Errorf("a2ahandoff: asking again about hop %s: %w", hop, err)
 	}
@@ -235,10 +241,14 @@ func (c *Client) Cancel(ctx context.Context, hop string) (*Reply, error) {
 // statuses are taken in, since its final status may have crossed the
 // cancel; the error is returned with that reply.
 //
-// The client learns a hop's task id only from a reply, so a hop whose
-// blocking send is still waiting cannot be canceled yet: an agent that may
-// have to pass a cancel down sends non-blocking
-// (a2a.MessageSendConfig{Blocking: new(false)}) and follows with Poll.
+// The client learns a hop's task id only from a reply (the task, or the
+// answer to Ask, which names it), so a hop whose blocking send is still
+// waiting cannot be canceled yet: an agent that may have to pass a cancel
+// down sends non-blocking (a2a.MessageSendConfig{Blocking: new(false)})
+// and follows with Poll. After a lost first reply, Ask first (the
+// delegator's retransmitter does); until a reply named the task,
+// SendCancel fails and the caller keeps the signed "canceled" to send
+// again.
 func (c *Client) SendCancel(ctx context.Context, hop string, cancel handoff.Element) (*Reply, error) {
 	task, err := c.taskOf(hop)
 	if err != nil {
@@ -297,13 +307,24 @@ func (c *Client) taskOf(hop string) (a2a.TaskID, error) {
 // take feeds the statuses of a reply to the tracker.
 func (c *Client) take(ctx context.Context, hop string, res a2a.SendMessageResult) *Reply {
 	r := &Reply{Hop: hop, Result: res}
-	if t, ok := res.(*a2a.Task); ok && t != nil {
-		r.Task = t
+	// The first task that answered the offer is the hop's task; the
+	// answer to a retransmission is a Message that names it in TaskID
+	// (when the delegate knows it and authenticated this client as iss).
+	var task a2a.TaskID
+	switch v := res.(type) {
+	case *a2a.Task:
+		if v != nil {
+			r.Task, task = v, v.ID
+		}
+	case *a2a.Message:
+		if v != nil {
+			task = v.TaskID
+		}
+	}
+	if task != "" {
 		c.mu.Lock()
-		// The first task that answered the offer is the hop's task; a
-		// reply to a retransmission is a message and names none.
 		if s := c.hops[hop]; s != nil && s.task == "" {
-			s.task = t.ID
+			s.task = task
 		}
 		c.mu.Unlock()
 	}

@@ -173,7 +173,7 @@ func (x *Executor) fromRecord(ctx context.Context, p *a2a.MessageSendParams) (*a
 		return nil, false, nil
 	}
 	activate(ctx)
-	return retransmitted(a, p.Message.ContextID), true, nil
+	return retransmitted(a, p.Message.ContextID, x.taskFor(ctx, a.Iss, a.Hop)), true, nil
 }
 
 // equivocationRefused handles a message a2a-go refused before the

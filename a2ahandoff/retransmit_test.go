@@ -50,8 +50,10 @@ func reply(t testing.TB, c *a2aclient.Client, m *a2a.Message, stream bool) ([]a2
 
 // oneMessage sends m and asserts that the reply is exactly one standalone
 // agent Message (the Executor's reply to a retransmission or a refusal in
-// an existing task), which it returns.
-func oneMessage(t testing.TB, c *a2aclient.Client, m *a2a.Message, stream bool) *a2a.Message {
+// an existing task) naming task in its TaskID (the hop's task, in the
+// answer to a retransmission from the offer's authenticated iss; else
+// none), which it returns.
+func oneMessage(t testing.TB, c *a2aclient.Client, m *a2a.Message, stream bool, task a2a.TaskID) *a2a.Message {
 	t.Helper()
 	evs, err := reply(t, c, m, stream)
 	if err != nil {
@@ -64,8 +66,8 @@ func oneMessage(t testing.TB, c *a2aclient.Client, m *a2a.Message, stream bool) 
 	if !ok {
 		t.Fatalf("reply is a %T, want a standalone Message", evs[0])
 	}
-	if m.Role != a2a.MessageRoleAgent || m.TaskID != "" {
-		t.Fatalf("reply message role %q task %q, want an agent message outside any task", m.Role, m.TaskID)
+	if m.Role != a2a.MessageRoleAgent || m.TaskID != task {
+		t.Fatalf("reply message role %q task %q, want an agent message naming task %q", m.Role, m.TaskID, task)
 	}
 	return m
 }
@@ -191,7 +193,7 @@ func TestRetransmissionIntoOwnTask(t *testing.T) {
 						}
 						runs := srv.agent.runs.Load()
 
-						ans := oneMessage(t, iss, intoTask(m, task), tp.stream)
+						ans := oneMessage(t, iss, intoTask(m, task), tp.stream, task.ID)
 						sts, errs := a2ahandoff.Statuses(ans)
 						if len(errs) > 0 || len(sts) != 1 || !bytes.Equal(sts[0].Octets, last.Octets) {
 							t.Fatalf("answered with %d statuses (%v), want the identical octets of the last status sent", len(sts), errs)
@@ -203,7 +205,7 @@ func TestRetransmissionIntoOwnTask(t *testing.T) {
 						// Replay and Freshness: no resend to a sender not
 						// authenticated as the offer's iss.
 						for _, c := range []*a2aclient.Client{anon, other} {
-							ans := oneMessage(t, c, intoTask(m, task), tp.stream)
+							ans := oneMessage(t, c, intoTask(m, task), tp.stream, "")
 							if sts, _ := a2ahandoff.Statuses(ans); len(sts) != 0 {
 								t.Fatalf("%d statuses resent to a sender not authenticated as iss", len(sts))
 							}
@@ -225,7 +227,7 @@ func TestRetransmissionIntoOwnTask(t *testing.T) {
 					<-srv.agent.started
 					runs := srv.agent.runs.Load()
 					accepted := lastStatus(t, task)
-					ans := oneMessage(t, iss, intoTask(m, task), tp.stream)
+					ans := oneMessage(t, iss, intoTask(m, task), tp.stream, task.ID)
 					sts, _ := a2ahandoff.Statuses(ans)
 					if len(sts) != 1 || !bytes.Equal(sts[0].Octets, accepted.Octets) {
 						t.Fatalf("answered with %d statuses, want the identical octets of accepted", len(sts))
@@ -233,7 +235,7 @@ func TestRetransmissionIntoOwnTask(t *testing.T) {
 					if got := statesOf(t, w, sts, el); !slices.Equal(got, []string{"accepted"}) {
 						t.Fatalf("status %v, want accepted", got)
 					}
-					ans = oneMessage(t, anon, intoTask(m, task), tp.stream)
+					ans = oneMessage(t, anon, intoTask(m, task), tp.stream, "")
 					if sts, _ := a2ahandoff.Statuses(ans); len(sts) != 0 {
 						t.Fatal("accepted resent to an unauthenticated sender")
 					}
@@ -254,7 +256,7 @@ func TestRetransmissionIntoOwnTask(t *testing.T) {
 						t.Fatalf("the agent ran %d more times", n-runs)
 					}
 					// Asked again once done: the completed status now.
-					ans = oneMessage(t, iss, intoTask(m, task), tp.stream)
+					ans = oneMessage(t, iss, intoTask(m, task), tp.stream, task.ID)
 					sts, _ = a2ahandoff.Statuses(ans)
 					if len(sts) != 1 || !bytes.Equal(sts[0].Octets, lastStatus(t, done).Octets) {
 						t.Fatal("after completion, not answered with the identical octets of completed")
@@ -280,7 +282,7 @@ func TestRetransmissionIntoOwnTask(t *testing.T) {
 					if err := a2ahandoff.AttachHandoff(m2, &handoff.Handoff{Offer: el2}, f.enc); err != nil {
 						t.Fatal(err)
 					}
-					ans := oneMessage(t, iss, m2, tp.stream)
+					ans := oneMessage(t, iss, m2, tp.stream, "")
 					if sts, _ := a2ahandoff.Statuses(ans); len(sts) != 0 {
 						t.Fatalf("%d statuses for an equivocating offer, want none", len(sts))
 					}
@@ -305,7 +307,7 @@ func TestRetransmissionIntoOwnTask(t *testing.T) {
 						t.Fatalf("first task %s, want still completed", got.Status.State)
 					}
 					// The first offer, asked again, still gets its status.
-					ans = oneMessage(t, iss, intoTask(m, task), tp.stream)
+					ans = oneMessage(t, iss, intoTask(m, task), tp.stream, task.ID)
 					if sts, _ := a2ahandoff.Statuses(ans); len(sts) != 1 || !bytes.Equal(sts[0].Octets, lastStatus(t, task).Octets) {
 						t.Fatal("the first offer's retransmission lost its status after the equivocation")
 					}
@@ -339,7 +341,7 @@ func TestEquivocationIntoRunningTask(t *testing.T) {
 			if err := a2ahandoff.AttachHandoff(m2, &handoff.Handoff{Offer: el2}, f.enc); err != nil {
 				t.Fatal(err)
 			}
-			ans := oneMessage(t, iss, m2, false)
+			ans := oneMessage(t, iss, m2, false, "")
 			if sts, _ := a2ahandoff.Statuses(ans); len(sts) != 0 {
 				t.Fatal("a status for the equivocating offer")
 			}
@@ -390,7 +392,7 @@ func TestPlainHandlerRefusesRetransmissionIntoOwnTask(t *testing.T) {
 	}
 	fresh := *m
 	fresh.ID = a2a.NewMessageID()
-	ans := oneMessage(t, iss, &fresh, false)
+	ans := oneMessage(t, iss, &fresh, false, task.ID)
 	if sts, _ := a2ahandoff.Statuses(ans); len(sts) != 1 || !bytes.Equal(sts[0].Octets, lastStatus(t, task).Octets) {
 		t.Fatal("the Executor did not answer the retransmission in a new message from the record")
 	}

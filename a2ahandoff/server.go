@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/a2aproject/a2a-go/a2a"
 	"github.com/a2aproject/a2a-go/a2asrv"
@@ -48,11 +49,24 @@ type ServerConfig struct {
 	NoEffectUnlessCompleted bool
 
 	// OnCancel, if set, is called after a verified "canceled" for a hop
-	// this agent took, with the digest of that offer, before the task is
-	// answered CANCELED. An agent that passed the work on cancels down
-	// there (delegator.CancelDown, then Client.SendCancel).
+	// this agent took, with the digest of that offer. An agent that
+	// passed the work on cancels down there (delegator.CancelDown, then
+	// Client.SendCancel).
+	//
+	// It runs after the hop's cancel is recorded and CANCELED is written,
+	// in a goroutine of its own, so that the Cancel Task request is
+	// answered without waiting for the chain below. Its ctx keeps the
+	// request's values (the CallContext, say) but not its cancellation,
+	// and ends after OnCancelTimeout.
 	OnCancel func(ctx context.Context, iss, hop string, offer handoff.Digest)
+
+	// OnCancelTimeout bounds each OnCancel call (its ctx is canceled
+	// then); default DefaultOnCancelTimeout.
+	OnCancelTimeout time.Duration
 }
+
+// DefaultOnCancelTimeout is the default ServerConfig.OnCancelTimeout.
+const DefaultOnCancelTimeout = time.Minute
 
 // Executor wraps an a2asrv.AgentExecutor so that the receiving checks of
 // package delegate run before the agent's own code sees a task, and the
@@ -100,6 +114,16 @@ type Executor struct {
 
 	mu      sync.Mutex
 	running map[[2]string]*stopper // (iss, hop) -> stop the agent's run
+	tasks   map[[2]string]hopTask  // (iss, hop) -> the A2A task carrying it
+	pruneAt int                    // prune tasks when it grows to this
+}
+
+// hopTask is the A2A task made for a hop's offer, kept (in memory) until
+// the offer is stale: a retransmission of it is refused after that, so
+// nothing asks for the task id any more.
+type hopTask struct {
+	id   a2a.TaskID
+	keep time.Time
 }
 
 var _ a2asrv.AgentExecutor = (*Executor)(nil)
@@ -114,7 +138,13 @@ func NewExecutor(ctx context.Context, agent a2asrv.AgentExecutor, cfg ServerConf
 	if cfg.Delegate.Defer {
 		return nil, errors.New("a2ahandoff: delegate.Config.Defer is not supported: the A2A executor runs the agent when the offer is accepted")
 	}
-	x := &Executor{agent: agent, cfg: cfg, running: map[[2]string]*stopper{}}
+	if cfg.OnCancelTimeout < 0 {
+		return nil, errors.New("a2ahandoff: ServerConfig.OnCancelTimeout must not be negative")
+	}
+	if cfg.OnCancelTimeout == 0 {
+		cfg.OnCancelTimeout = DefaultOnCancelTimeout
+	}
+	x := &Executor{agent: agent, cfg: cfg, running: map[[2]string]*stopper{}, tasks: map[[2]string]hopTask{}}
 	userStop := cfg.Delegate.Stop
 	cfg.Delegate.Stop = func(iss, hop string) {
 		x.stop(iss, hop)
@@ -233,6 +263,9 @@ func (x *Executor) Execute(ctx context.Context, rc *a2asrv.RequestContext, q eve
 		} else if a.Result != nil {
 			why = "rejected (" + string(a.Result.Reason) + ")"
 		}
+		if rc.StoredTask == nil && a.Iss != "" {
+			x.noteTask(a, rc.TaskID) // the REJECTED task carries the hop
+		}
 		return x.refuse(ctx, rc, q, a.Status, why)
 	case handoff.Equivocation:
 		// The second offer gets no status (draft "Forks, Concurrency,
@@ -253,11 +286,12 @@ func (x *Executor) Execute(ctx context.Context, rc *a2asrv.RequestContext, q eve
 		// Reached when the offer was not yet recorded as the request came
 		// in (a copy racing its original, or an Executor served without
 		// NewHandler); NewHandler answers the others before a2a-go runs.
-		return q.Write(ctx, retransmitted(a, rc.ContextID))
+		return q.Write(ctx, retransmitted(a, rc.ContextID, x.taskFor(ctx, a.Iss, a.Hop)))
 	case handoff.Accepted:
 		if !a.Take || a.Status == nil {
 			return fmt.Errorf("a2ahandoff: hop %s accepted without taking the work", a.Hop)
 		}
+		x.noteTask(a, rc.TaskID)
 		ev := a2a.NewStatusUpdateEvent(rc, a2a.TaskStateWorking, statusMessage(rc, a.Status, "accepted: working"))
 		if err := q.Write(ctx, ev); err != nil {
 			return err
@@ -315,14 +349,18 @@ func refusal(contextID string, task a2a.TaskID, st *handoff.Element, why string)
 // retransmitted is the reply to a retransmission (draft "Asking Again"):
 // a standalone agent Message, never an event of a task, carrying the last
 // status sent when the delegate resends it (a.Status: only to a sender
-// authenticated as the offer's iss).
-func retransmitted(a *delegate.Answer, contextID string) *a2a.Message {
+// authenticated as the offer's iss), and naming in TaskID the A2A task
+// that carries the hop (task, "" when none is known: see taskFor), so
+// that a delegator whose first reply was lost learns the task it polls
+// and cancels. The message is not added to that task: a2a-go returns a
+// Message result as it is, and the task's history does not change.
+func retransmitted(a *delegate.Answer, contextID string, task a2a.TaskID) *a2a.Message {
 	text := fmt.Sprintf("retransmission of hop %s: answered from the record, not processed again", a.Hop)
 	if a.Status == nil {
 		text += "; no status resent (none sent yet, or the sender is not authenticated as the offer's iss)"
 	}
 	m := a2a.NewMessage(a2a.MessageRoleAgent, a2a.TextPart{Text: text})
-	m.ContextID = contextID
+	m.ContextID, m.TaskID = contextID, task
 	m.Extensions = withURI(nil)
 	if a.Status != nil {
 		AttachStatus(m, *a.Status)
@@ -463,6 +501,56 @@ func (x *Executor) isRunning(iss, hop string) bool {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	return x.running[[2]string{iss, hop}] != nil
+}
+
+// noteTask remembers task as the A2A task that carries the hop of a (an
+// offer verified and recorded with a task made for it), until the offer
+// is stale. Expired entries are pruned when the map has doubled since the
+// last pruning, so the work stays constant per hop.
+func (x *Executor) noteTask(a *delegate.Answer, task a2a.TaskID) {
+	if a.Result == nil || a.Result.Offer == nil || task == "" {
+		return
+	}
+	skew := x.cfg.Delegate.Options.Skew
+	if skew <= 0 {
+		skew = 60 * time.Second // the receiver's default (handoff.Options.Skew)
+	}
+	keep := time.Unix(a.Result.Offer.Exp, 0).Add(skew)
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	x.tasks[[2]string{a.Iss, a.Hop}] = hopTask{id: task, keep: keep}
+	if len(x.tasks) >= x.pruneAt {
+		now := time.Now()
+		for k, t := range x.tasks {
+			if now.After(t.keep) {
+				delete(x.tasks, k)
+			}
+		}
+		x.pruneAt = max(2*len(x.tasks), 64)
+	}
+}
+
+// taskFor is the A2A task carrying the hop, for the reply to a
+// retransmission of its offer: only to a sender the host authenticated as
+// the offer's iss (whoever knows the task id can read the task, statuses
+// included, with Get Task; draft "Replay and Freshness" resends statuses
+// only to iss), and only while this process remembers it. The map is in
+// memory: a restarted delegate names no task (fail safe: the delegator
+// cannot poll or cancel by task, keeps the hop unresolved and asks again;
+// with a2a-go's default in-memory task store the task itself is gone
+// too). The entry is dropped once the offer is stale, when the
+// retransmission is refused anyway.
+func (x *Executor) taskFor(ctx context.Context, iss, hop string) a2a.TaskID {
+	if !x.authenticated(ctx, iss) {
+		return ""
+	}
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	t, ok := x.tasks[[2]string{iss, hop}]
+	if !ok || time.Now().After(t.keep) {
+		return ""
+	}
+	return t.id
 }
 
 // settlePaused records the outcome of an accepted hop whose work was
@@ -782,9 +870,10 @@ func (w *queue) intercept(ctx context.Context, ev a2a.Event) (a2a.Event, error) 
 // Cancel answers a Cancel Task request. For a task taken with a handoff,
 // the request's metadata must carry the delegator's signed "canceled"
 // under Key; once verified (D9) the hop is noted canceled, the agent's run
-// is stopped (its context is canceled), OnCancel runs, and the task ends
-// CANCELED with the delegate's last status when the sender is
-// authenticated as the delegator. A cancel without a valid "canceled" is
+// is stopped (its context is canceled), the task ends CANCELED with the
+// delegate's last status when the sender is authenticated as the
+// delegator, and then OnCancel starts, detached from the request (see
+// ServerConfig.OnCancel). A cancel without a valid "canceled" is
 // refused and the task goes on. Other tasks go to the agent's Cancel.
 func (x *Executor) Cancel(ctx context.Context, rc *a2asrv.RequestContext, q eventqueue.Queue) error {
 	hs, err := x.hopsOfTask(ctx, rc.StoredTask, true)
@@ -820,14 +909,36 @@ func (x *Executor) Cancel(ctx context.Context, rc *a2asrv.RequestContext, q even
 		return fmt.Errorf("a2ahandoff: cancel of hop %s refused: %v: %w", h.Hop, err, a2a.ErrTaskNotCancelable)
 	}
 	activate(ctx)
-	if x.cfg.OnCancel != nil {
-		x.cfg.OnCancel(ctx, h.Iss, h.Hop, h.Handoff.Offer.Digest())
-	}
 	var last *handoff.Element
 	if rec.Status != nil && x.authenticated(ctx, h.Iss) {
 		last = &handoff.Element{Form: rec.StatusForm, Octets: rec.Status}
 	}
 	ev := a2a.NewStatusUpdateEvent(rc, a2a.TaskStateCanceled, statusMessage(rc, last, "canceled by the delegator; the hop's outcome is still reported when known"))
 	ev.Final = true
-	return q.Write(ctx, ev)
+	werr := q.Write(ctx, ev)
+	// The cancel is recorded (x.d.Cancel) whether or not CANCELED could be
+	// written, so the cancel goes down the chain either way; it does so
+	// after the write, detached, so that the upstream request does not
+	// wait on every hop below (a delegate there may be slow or gone).
+	x.onCancel(ctx, h)
+	return werr
+}
+
+// onCancel runs OnCancel for h in its own goroutine, with the request's
+// values, without its cancellation, within OnCancelTimeout. A panic in it
+// is logged, not let loose on the server.
+func (x *Executor) onCancel(ctx context.Context, h *Hop) {
+	if x.cfg.OnCancel == nil {
+		return
+	}
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), x.cfg.OnCancelTimeout)
+	go func() {
+		defer cancel()
+		defer func() {
+			if p := recover(); p != nil {
+				log.Error(cctx, "a2ahandoff: OnCancel panicked", fmt.Errorf("%v", p), "hop", h.Hop)
+			}
+		}()
+		x.cfg.OnCancel(cctx, h.Iss, h.Hop, h.Handoff.Offer.Digest())
+	}()
 }
