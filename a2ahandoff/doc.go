@@ -56,6 +56,20 @@
 // a2asrv.NewHandler alone only a retransmission in a new message (no
 // taskId, as Client.Ask sends it) is answered.
 //
+// The answer is a standalone Message (not added to any task's history)
+// whose taskId names the A2A task carrying the hop, when the sender is
+// authenticated as the offer's iss and the delegate (in this process)
+// made that task: Client learns the task there after a lost first reply,
+// and can then Poll and Cancel the hop.
+//
+// # Cancel
+//
+// A verified "canceled" is recorded, the agent's run stopped, and the
+// task answered CANCELED before ServerConfig.OnCancel (passing the cancel
+// down the chain) starts: OnCancel runs detached from the request, within
+// ServerConfig.OnCancelTimeout, so a Cancel Task request never waits on
+// the hops below.
+//
 // The layers, outermost first:
 //
 //	StrictHandler(a2asrv.NewJSONRPCHandler(NewHandler(x, a2asrv.WithCallInterceptor(auth))))

@@ -79,7 +79,8 @@ const DefaultOnCancelTimeout = time.Minute
 //	agent fails, outcome unknown   -> FAILED, no status, a text saying so; the hop
 //	                                  stays "accepted" and is flagged (see below)
 //	verified "canceled"            -> CANCELED; the agent's context is canceled
-//	retransmission                 -> a Message with the last status, from the record
+//	retransmission                 -> a Message with the last status, from the record,
+//	                                  naming the hop's task in TaskID (see below)
 //	                                  (NewHandler: also into the hop's own task)
 //	equivocation                   -> REJECTED, no status
 //	refusal in an existing task    -> a Message (no status unless one is due);
@@ -92,6 +93,15 @@ const DefaultOnCancelTimeout = time.Minute
 // agent is no longer working, and a task left WORKING would wait forever.
 // No signed "failed" is sent, so a delegator that follows the signed
 // statuses keeps the hop unresolved, which fails safe.
+//
+// The answer to a retransmission names in Message.TaskID the A2A task
+// made for the hop's offer, so that a delegator whose first reply was
+// lost can Get and Cancel it; only to a sender authenticated as the
+// offer's iss (the task id opens the task, statuses included, to Get
+// Task), and only while this process remembers the task: the mapping is
+// in memory, kept until the offer is stale. A restarted delegate names no
+// task (fail safe: the delegator cannot poll or cancel by task and keeps
+// asking).
 //
 // A message without a Handoff in a task taken with one (a follow-up, after
 // INPUT_REQUIRED say) runs the agent under that hop only when the host
