@@ -62,11 +62,27 @@ const (
 // the checker.
 type RefCheck func(ctx context.Context, o *Offer) ([]RefOutcome, error)
 
+// NoSkew, as Options.Skew or StatusOptions.Skew, allows no clock skew at
+// all; a zero Skew means the default of D4 (60 s).
+const NoSkew time.Duration = -1
+
+// EffectiveSkew is the clock skew a Skew option stands for: the default
+// of D4 (60 s) for 0, none for NoSkew, else skew itself.
+func EffectiveSkew(skew time.Duration) time.Duration {
+	switch skew {
+	case 0:
+		return 60 * time.Second
+	case NoSkew:
+		return 0
+	}
+	return skew
+}
+
 // Options configure a Receiver. Zero values take the defaults of D4.
 type Options struct {
 	Me               string        // this receiver's AgentId (step 2)
 	Keys             KeySource     // the trust configuration (step 1)
-	Skew             time.Duration // clock skew allowed; default 60 s
+	Skew             time.Duration // clock skew allowed; 0 means the default 60 s, NoSkew none
 	MaxLifetime      time.Duration // max exp - iat; default 300 s
 	Limits           Limits        // size bounds; MaxChain is the chain limit (default 16)
 	RequireFullChain bool          // step 6 policy (D7)
@@ -97,12 +113,10 @@ func NewReceiver(o Options) (*Receiver, error) {
 	if o.Keys == nil {
 		return nil, errors.New("handoff: receiver needs a trust configuration (Options.Keys)")
 	}
-	if o.Skew < 0 || o.MaxLifetime < 0 {
-		return nil, errors.New("handoff: skew and max lifetime must not be negative")
+	if (o.Skew < 0 && o.Skew != NoSkew) || o.MaxLifetime < 0 {
+		return nil, errors.New("handoff: skew and max lifetime must not be negative (for no skew, use NoSkew)")
 	}
-	if o.Skew == 0 {
-		o.Skew = 60 * time.Second
-	}
+	o.Skew = EffectiveSkew(o.Skew)
 	if o.MaxLifetime == 0 {
 		o.MaxLifetime = 300 * time.Second
 	}

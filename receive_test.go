@@ -539,3 +539,55 @@ func TestSince(t *testing.T) {
 		t.Fatalf("offer from after the restart: %v %v", res.Outcome, err)
 	}
 }
+
+// D4: iat later than now + skew is stale. Skew 0 means the default (60 s);
+// NoSkew means none at all; another negative skew is refused.
+func TestSkewOptions(t *testing.T) {
+	f := newFixture(t)
+	ahead := func(secs int64) []byte {
+		o := f.offer("planner", "me")
+		o.Iat, o.Exp = f.now+secs, f.now+secs+100
+		return encode(t, &Handoff{Offer: f.sign("planner", o, FormJWS)}, JSON)
+	}
+	cases := []struct {
+		name  string
+		skew  time.Duration
+		ahead int64
+		want  Outcome
+	}{
+		{"default skew, iat 60 s ahead (D4)", 0, 60, Accepted},
+		{"default skew, iat 61 s ahead (D4)", 0, 61, Rejected},
+		{"NoSkew, iat now (D4)", NoSkew, 0, Accepted},
+		{"NoSkew, iat 1 s ahead (D4)", NoSkew, 1, Rejected},
+		{"skew 5 s, iat 5 s ahead (D4)", 5 * time.Second, 5, Accepted},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r := f.receiver(func(o *Options) { o.Skew = c.skew })
+			res, _ := r.Receive(context.Background(), ahead(c.ahead), "d")
+			if res.Outcome != c.want || (c.want == Rejected && res.Reason != ReasonStale) {
+				t.Fatalf("outcome %s %s, want %s", res.Outcome, res.Reason, c.want)
+			}
+		})
+	}
+	if _, err := NewReceiver(Options{Me: "me", Keys: f.keys, Skew: -2 * time.Second}); err == nil {
+		t.Error("a negative skew other than NoSkew was accepted")
+	}
+	if EffectiveSkew(0) != 60*time.Second || EffectiveSkew(NoSkew) != 0 || EffectiveSkew(time.Second) != time.Second {
+		t.Error("EffectiveSkew")
+	}
+	// VerifyStatus: a status issued 1 s ahead passes the default skew, not NoSkew.
+	o := f.offer("planner", "me")
+	offer := f.sign("planner", o, FormJWS)
+	st, err := f.signers["me"].SignStatus(&Status{Offer: offer.Digest(), Iss: "me", Aud: "planner", Iat: f.now + 1, State: StateAccepted}, FormJWS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := func() time.Time { return time.Unix(f.now, 0) }
+	if _, err := VerifyStatus(st, offer, StatusOptions{Keys: f.keys, Now: now}); err != nil {
+		t.Errorf("default skew: %v", err)
+	}
+	if _, err := VerifyStatus(st, offer, StatusOptions{Keys: f.keys, Now: now, Skew: NoSkew}); err == nil {
+		t.Error("NoSkew: a status issued 1 s ahead verified")
+	}
+}

@@ -12,7 +12,7 @@ import (
 type StatusOptions struct {
 	Keys   KeySource // the trust configuration
 	Now    func() time.Time
-	Skew   time.Duration // default 60 s: a status issued later than now + skew is refused
+	Skew   time.Duration // a status issued later than now + skew is refused; 0: 60 s, NoSkew: none
 	Limits Limits
 }
 
@@ -35,9 +35,10 @@ func VerifyStatus(status, offer Element, o StatusOptions) (*VerifiedStatus, erro
 	if o.Keys == nil {
 		return nil, errors.New("handoff: VerifyStatus needs a trust configuration")
 	}
-	if o.Skew == 0 {
-		o.Skew = 60 * time.Second
+	if o.Skew < 0 && o.Skew != NoSkew {
+		return nil, errors.New("handoff: skew must not be negative (for no skew, use NoSkew)")
 	}
+	o.Skew = EffectiveSkew(o.Skew)
 	if o.Now == nil {
 		o.Now = time.Now
 	}

@@ -43,12 +43,33 @@ type secondsFlag struct{ d *time.Duration }
 func (s secondsFlag) String() string { return "" }
 func (s secondsFlag) Set(v string) error {
 	n, err := strconv.ParseInt(v, 10, 64)
-	if err != nil || n <= 0 {
-		return fmt.Errorf("not a positive number of seconds: %q", v)
+	if err != nil || n <= 0 || n > maxSeconds {
+		return fmt.Errorf("not a number of seconds from 1 to %d: %q", maxSeconds, v)
 	}
 	*s.d = time.Duration(n) * time.Second
 	return nil
 }
+
+// skewFlag is --skew: whole seconds, 0 included (no skew at all, which the
+// library spells handoff.NoSkew since its zero means the default).
+type skewFlag struct{ d *time.Duration }
+
+func (s skewFlag) String() string { return "" }
+func (s skewFlag) Set(v string) error {
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n < 0 || n > maxSeconds {
+		return fmt.Errorf("not a number of seconds from 0 to %d: %q", maxSeconds, v)
+	}
+	*s.d = time.Duration(n) * time.Second
+	if n == 0 {
+		*s.d = handoff.NoSkew
+	}
+	return nil
+}
+
+// maxSeconds bounds the seconds flags so that they fit a time.Duration
+// with room for the additions the checks make (about 100 years).
+const maxSeconds = 100 * 366 * 24 * 3600
 
 func loadTrust(path string) (*trust.Config, error) {
 	c, err := trust.Load(path)
@@ -74,7 +95,7 @@ func cmdVerify(e env, args []string) error {
 	var now unixFlag
 	fs.Var(&now, "now", "the current time, Unix seconds (default: the clock)")
 	var skew, maxLife time.Duration
-	fs.Var(secondsFlag{&skew}, "skew", "clock skew allowed, seconds (default 60)")
+	fs.Var(skewFlag{&skew}, "skew", "clock skew allowed, seconds (default 60; 0 for none)")
 	fs.Var(secondsFlag{&maxLife}, "max-lifetime", "maximum exp - iat, seconds (default 300)")
 	maxChain := fs.Int("max-chain", handoff.DefaultLimits.MaxChain, "maximum chain length")
 	dialog := fs.String("dialog", "", "the host message's dialog id")
