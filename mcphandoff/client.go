@@ -285,10 +285,13 @@ func (c *Client) Call(ctx context.Context, cs *mcp.ClientSession, params *mcp.Ca
 		return nil, errors.New("mcphandoff: Call needs the Handoff (from delegator.Offer), got nil")
 	}
 	o, _, err := handoff.UnsafeDecode(h.Offer) // our own offer, read back
-	if err != nil || o == nil {
-		return nil, fmt.Errorf("mcphandoff: the Handoff's offer cannot be read: %v", err)
+	if err != nil {
+		return nil, fmt.Errorf("mcphandoff: the Handoff's offer cannot be read: %w", err)
 	}
-	if o.Hop == "" {
+	if o == nil {
+		return nil, errors.New("mcphandoff: the Handoff's offer element is a status, not an offer")
+	}
+	if o.Hop == "" { // the data model forbids it; a map keyed by "" would mix such hops
 		return nil, errors.New("mcphandoff: the Handoff's offer names no hop")
 	}
 	v, err := HandoffValue(h, c.cfg.Encoding)
@@ -330,7 +333,7 @@ func (c *Client) Ask(ctx context.Context, cs *mcp.ClientSession, hop string) (*R
 	s, ok := c.hops[hop]
 	c.mu.Unlock()
 	if !ok {
-		return nil, fmt.Errorf("%w: hop %s", ErrNotSent, hop)
+		return nil, fmt.Errorf("%w: hop %q", ErrNotSent, hop)
 	}
 	return c.send(ctx, cs, hop, s)
 }
@@ -434,8 +437,15 @@ func (c *Client) SendCancel(ctx context.Context, cs *mcp.ClientSession, hop stri
 	if hop == "" {
 		return errors.New("mcphandoff: SendCancel needs a hop, got \"\"")
 	}
-	if _, s, err := handoff.UnsafeDecode(st); err != nil || s == nil || s.State != handoff.StateCanceled {
-		return fmt.Errorf("mcphandoff: SendCancel for hop %s needs a signed \"canceled\" status (err: %v)", hop, err)
+	// Only a "canceled" goes out as a cancel; its signature is the
+	// delegate's to check.
+	switch _, s, err := handoff.UnsafeDecode(st); {
+	case err != nil:
+		return fmt.Errorf("mcphandoff: SendCancel for hop %s needs a signed \"canceled\" status; this one cannot be read: %w", hop, err)
+	case s == nil:
+		return fmt.Errorf("mcphandoff: SendCancel for hop %s needs a signed \"canceled\" status, got an offer", hop)
+	case s.State != handoff.StateCanceled:
+		return fmt.Errorf("mcphandoff: SendCancel for hop %s needs a signed \"canceled\" status, got %q", hop, s.State)
 	}
 	c.mu.Lock()
 	s, ok := c.hops[hop]
