@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/a2aproject/a2a-go/a2a"
+	"github.com/a2aproject/a2a-go/a2aclient"
 	"github.com/a2aproject/a2a-go/a2asrv"
 
 	"github.com/quantumlearningmachines/handoff"
@@ -389,4 +390,62 @@ func TestCancelRequestListsExtension(t *testing.T) {
 			t.Errorf("%s request: X-A2A-Extensions %q does not list %s", method, reqs[0], a2ahandoff.URI)
 		}
 	}
+}
+
+// dropFirstRequest loses the first message before it leaves (the delegate
+// never gets it).
+type dropFirstRequest struct {
+	a2aclient.PassthroughInterceptor
+	armed *atomic.Bool
+}
+
+func (d dropFirstRequest) Before(ctx context.Context, req *a2aclient.Request) (context.Context, error) {
+	if req.Method == "SendMessage" && d.armed.CompareAndSwap(true, false) {
+		return ctx, errors.New("simulated: the request was lost")
+	}
+	return ctx, nil
+}
+
+// Asking again about a hop whose first message never arrived delivers it
+// (draft "Asking Again": a delegate that never got the offer processes it
+// as new) with the send configuration of the first: a non-blocking send
+// is asked again non-blocking, so Ask returns with the WORKING task (not
+// when the work ends), and the hop can be canceled.
+func TestAskKeepsSendConfiguration(t *testing.T) {
+	ctx := context.Background()
+	w := newWorld(t)
+	srv := w.serve(t, plannerID, memStore(), handoff.FormJWS, nil)
+	armed := &atomic.Bool{}
+	armed.Store(true)
+	ac := a2aClient(t, srv.url, "token-of-"+assistantID)
+	ac.AddCallInterceptor(dropFirstRequest{armed: armed})
+	c, err := a2ahandoff.NewClient(ac, w.delegator(t, assistantID, store.NewMemory(time.Now()), handoff.FormJWS), a2ahandoff.ClientOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := c.Offer(ctx, delegator.Offer{Aud: plannerID, Work: "never arrived"}, say("block"), &a2a.MessageSendConfig{Blocking: new(false)})
+	if err == nil || r == nil || r.Hop == "" {
+		t.Fatalf("the request was not lost: %v %v", r, err)
+	}
+	if n := srv.agent.runs.Load(); n != 0 {
+		t.Fatalf("the agent ran %d times on a lost request", n)
+	}
+	// A blocking Ask would wait for the work, which waits for the test:
+	// the guard only turns that hang into a failure.
+	actx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	a, err := c.Ask(actx, r.Hop)
+	if err != nil {
+		t.Fatalf("asking again (blocking instead of the first send's non-blocking?): %v", err)
+	}
+	noRefusals(t, a)
+	if a.State() != a2a.TaskStateWorking {
+		t.Fatalf("asked again: %T %s, want the WORKING task", a.Result, a.State())
+	}
+	<-srv.agent.started
+	cr, err := c.Cancel(ctx, r.Hop)
+	if err != nil || cr.State() != a2a.TaskStateCanceled {
+		t.Fatalf("cancel: %v, want canceled", err)
+	}
+	<-srv.agent.stopped
 }
