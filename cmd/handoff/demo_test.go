@@ -2,13 +2,21 @@ package main
 
 import (
 	"bufio"
+	"context"
+	"encoding/json"
 	"io"
+	"net"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/quantumlearningmachines/handoff/internal/demo"
 )
 
 // `handoff demo --keep` runs the scenarios, then keeps the agents running
@@ -69,5 +77,128 @@ func TestDemoKeep(t *testing.T) {
 	}
 	if _, err := os.Stat(dir.String()); !os.IsNotExist(err) {
 		t.Errorf("%s left behind: %v", dir.String(), err)
+	}
+}
+
+// try.sh, which `handoff demo --keep` writes, hands the planner a task by
+// hand with this handoff command and curl, over the real servers. A text
+// with quotes, backslashes and a newline arrives as written (the planner
+// quotes it back); the same file sent again is a retransmission,
+// answered from the record with a Message; a Handoff the planner refuses
+// (a member given twice, D3) and a request to a planner that is not there
+// are not reported "sent", and the script fails.
+func TestTryScript(t *testing.T) {
+	if _, err := exec.LookPath("curl"); err != nil {
+		t.Skip("try.sh needs curl")
+	}
+	// testscript.Main put this test binary on PATH as `handoff`.
+	hc, err := exec.LookPath("handoff")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	w, err := demo.Start(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	script, err := w.WriteTryScript(hc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	try := func(script string, args ...string) (stdout, stderr string, err error) {
+		t.Helper()
+		var o, e strings.Builder
+		cmd := exec.CommandContext(ctx, "sh", append([]string{script}, args...)...)
+		// Under -race, `handoff offer` would sleep a second at exit.
+		cmd.Env = append(os.Environ(), "GORACE=atexit_sleep_ms=0")
+		cmd.Stdout, cmd.Stderr = &o, &e
+		err = cmd.Run()
+		return o.String(), e.String(), err
+	}
+	type answer struct {
+		Result struct {
+			Kind   string
+			Status struct {
+				State   string
+				Message struct{ Parts []struct{ Text string } }
+			}
+		}
+		Error *struct{ Code int }
+	}
+	read := func(out string) answer {
+		t.Helper()
+		var a answer
+		if err := json.Unmarshal([]byte(out), &a); err != nil {
+			t.Fatalf("the planner's answer is not JSON: %v\n%s", err, out)
+		}
+		return a
+	}
+	sentRE := regexp.MustCompile(`\(sent (offer-ctx-\d+\.json); again: sh try.sh --again offer-ctx-\d+\.json\)`)
+
+	text := "it\"s a \\back\\slash \\n and \\u0041,\na 'second' line\twith $HOME and `no command`"
+	out, errOut, err := try(script, text)
+	if err != nil {
+		t.Fatalf("try.sh: %v\n%s%s", err, out, errOut)
+	}
+	a := read(out)
+	if a.Result.Kind != "task" || a.Result.Status.State != "completed" || len(a.Result.Status.Message.Parts) == 0 {
+		t.Fatalf("answer %+v, want a completed task\n%s", a, out)
+	}
+	if got, want := a.Result.Status.Message.Parts[0].Text, "plan for "+strconv.Quote(text)+" done"; !strings.HasPrefix(got, want) {
+		t.Errorf("the planner quotes back %q, want it to begin %q", got, want)
+	}
+	m := sentRE.FindStringSubmatch(errOut)
+	if m == nil {
+		t.Fatalf("no (sent …) note: %q", errOut)
+	}
+	file := m[1]
+
+	out, errOut, err = try(script, "--again", file)
+	if err != nil {
+		t.Fatalf("try.sh --again: %v\n%s%s", err, out, errOut)
+	}
+	if a := read(out); a.Result.Kind != "message" || a.Error != nil {
+		t.Errorf("sent again: answer %s, want a Message (a retransmission, answered from the record)", out)
+	}
+	if !sentRE.MatchString(errOut) {
+		t.Errorf("sent again: no (sent …) note: %q", errOut)
+	}
+
+	lax := filepath.Join(w.Dir(), "offer-lax.json")
+	if err := os.WriteFile(lax, []byte(`{"offer":"aGVhZA.Ym9keQ.c2ln","offer":"aGVhZA.Ym9keQ.c2lnMg"}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, err = try(script, "--again", "offer-lax.json")
+	if err == nil || strings.Contains(errOut, "(sent") || !strings.Contains(errOut, "JSON-RPC error") {
+		t.Errorf("a Handoff the planner refuses: exit %v, stderr %q, want a failure naming the JSON-RPC error and no (sent …)", err, errOut)
+	}
+	if a := read(out); a.Error == nil {
+		t.Errorf("a Handoff the planner refuses: answer %s, want a JSON-RPC error", out)
+	}
+
+	// The same script, pointed at a port nobody listens on.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gone := "http://" + ln.Addr().String()
+	ln.Close()
+	b, err := os.ReadFile(script)
+	if err != nil {
+		t.Fatal(err)
+	}
+	planner := regexp.MustCompile(`(?m)^planner='[^']*'$`)
+	if !planner.Match(b) {
+		t.Fatalf("no planner= line in\n%s", b)
+	}
+	down := filepath.Join(w.Dir(), "try-down.sh")
+	if err := os.WriteFile(down, planner.ReplaceAll(b, []byte("planner='"+gone+"'")), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	_, errOut, err = try(down, "--again", file)
+	if err == nil || strings.Contains(errOut, "(sent") || !strings.Contains(errOut, "curl failed") {
+		t.Errorf("no planner: exit %v, stderr %q, want a failure saying curl failed and no (sent …)", err, errOut)
 	}
 }

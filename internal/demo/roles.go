@@ -164,7 +164,9 @@ func (p *plannerAgent) Execute(ctx context.Context, rc *a2asrv.RequestContext, q
 	if r.Task.Status.State != a2a.TaskStateCompleted {
 		return fmt.Errorf("the coder's task ended %s", r.Task.Status.State)
 	}
-	return q.Write(ctx, reply("plan done; coder: "+textOf(r.Task.Status.Message)))
+	// The task's text is quoted back, so that whoever hands a task over by
+	// hand (try.sh) sees it arrived as sent.
+	return q.Write(ctx, reply(fmt.Sprintf("plan for %q done; coder: %s", text, textOf(r.Task.Status.Message))))
 }
 
 func (p *plannerAgent) Cancel(context.Context, *a2asrv.RequestContext, eventqueue.Queue) error {
