@@ -407,8 +407,10 @@ func (c *Client) send(ctx context.Context, cs *mcp.ClientSession, hop string, s 
 // does not show that the work took no effect, and MCP suppresses the
 // reply to a canceled request, so Ask learns the delegate's last status.
 //
-// If no tools/call for the hop went over cs, the cancel is signed and
-// recorded but not sent, and the error wraps ErrNotSent.
+// If no tools/call for the hop went over cs through a transport given by
+// Transport (or HTTPClient), the cancel is signed and recorded but not
+// sent, and the error wraps ErrNotSent. A nil cs or an empty hop is
+// refused before anything is signed.
 func (c *Client) Cancel(ctx context.Context, cs *mcp.ClientSession, hop string) (handoff.Element, error) {
 	// Refused before anything is signed: a missing session or hop is the
 	// caller's mistake, and a cancel recorded but sendable nowhere helps no

@@ -43,22 +43,32 @@
 //
 // How the signed cancel travels. Client.Cancel (or SendCancel) sends a
 // notifications/cancelled of its own, built by this package, whose params
-// name the JSON-RPC id of the hop's last tools/call and carry the signed
-// "canceled" under Key in _meta. It goes down the *mcp.Client's sending
-// middleware chain from where Attach installed it (the middlewares added
-// after Attach, then the SDK's own sending), so it is sent on the same
-// session as the call. The request id is learned from the HTTP request
-// that carried the tools/call: the SDK assigns ids below any middleware,
-// so only the transport sees them, and Client.HTTPClient is the
-// http.Client (a read-only observer) to give mcp.StreamableClientTransport.
-// So Cancel needs both: Attach on the mcp.Client, HTTPClient on its
-// transport, and the ClientSession the hop's tools/call went over (the id
-// is per session); otherwise the cancel is signed and recorded but not
-// sent (ErrNotSent). A call still in flight is canceled too, and the SDK
-// then sends its own plain notifications/cancelled for it; go-sdk v1.8.0
-// sends that one with conn.Notify, below every sending middleware, so it
-// cannot carry the signed status, and the server ignores a cancel without
-// one beyond the request itself ending.
+// name the JSON-RPC id of the hop's last tools/call on that session and
+// carry the signed "canceled" under Key in _meta. It goes down the
+// *mcp.Client's sending middleware chain from where Attach installed it
+// (the middlewares added after Attach, then the SDK's own sending), so it
+// is sent on the same session as the call. The SDK assigns request ids
+// below every middleware, so the id is learned where the message is
+// written: connect through Client.Transport, which, for any transport
+// (stdio, in-memory, command, ...), wraps each mcp.Connection so that its
+// Write notes the id of a tools/call sent by Call or Ask. The one
+// exception is *mcp.StreamableClientTransport: go-sdk v1.8.0 tells its
+// connection the negotiated session through an unexported method
+// (sessionUpdated: the MCP-Protocol-Version header, the standalone SSE
+// stream), which no wrapper outside the SDK can forward, so Transport
+// leaves that connection alone and gives the transport
+// Client.HTTPClient instead, which notes the id from the HTTP request
+// (HTTPClient on the transport by hand does the same). The call's context
+// carries which hop and session a write belongs to, so ids are kept per
+// *mcp.ClientSession (sessions off HTTP all have the ID ""). Cancel
+// needs Attach on the mcp.Client, the transport through Transport (or
+// HTTPClient), and the ClientSession the hop's tools/call went over;
+// otherwise the cancel is signed and recorded but not sent (ErrNotSent).
+// A call still in flight is canceled too, and the SDK then sends its own
+// plain notifications/cancelled for it; go-sdk v1.8.0 sends that one with
+// conn.Notify, below every sending middleware, so it cannot carry the
+// signed status, and the server ignores a cancel without one beyond the
+// request itself ending.
 //
 // Multi-round-trip tool calls (SEP-2322). A tool result with InputRequests
 // is no outcome: the hop stays "accepted", and the same tools/call sent

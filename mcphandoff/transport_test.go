@@ -3,6 +3,8 @@ package mcphandoff_test
 import (
 	"context"
 	"errors"
+	"net/http"
+	"sync"
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -144,4 +146,73 @@ func TestCancelOverInMemoryTransport(t *testing.T) {
 			t.Fatalf("record: canceled %v, state %s; the unsent cancel reached the delegate", rec.Canceled, rec.State)
 		}
 	})
+}
+
+// headerRecorder notes the MCP-Protocol-Version header of each POST after
+// the first (the initialize).
+type headerRecorder struct {
+	base     http.RoundTripper
+	mu       sync.Mutex
+	versions []string
+}
+
+func (r *headerRecorder) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.Method == http.MethodPost {
+		r.mu.Lock()
+		r.versions = append(r.versions, req.Header.Get("Mcp-Protocol-Version"))
+		r.mu.Unlock()
+	}
+	return r.base.RoundTrip(req)
+}
+
+// wrapped is what a generic wrapper outside the SDK can do to a transport:
+// forward the mcp.Connection's exported methods, and no others.
+type wrapped struct{ mcp.Transport }
+
+func (w wrapped) Connect(ctx context.Context) (mcp.Connection, error) {
+	c, err := w.Transport.Connect(ctx)
+	return struct{ mcp.Connection }{c}, err
+}
+
+// TestTransportLeavesStreamableConnection pins why Client.Transport does
+// not wrap the connection of a *mcp.StreamableClientTransport (doc.go,
+// "How the signed cancel travels"): go-sdk v1.8.0 tells that connection
+// the negotiated protocol through an unexported method, so behind a
+// generic wrapper its later POSTs lose the MCP-Protocol-Version header
+// (and, below 2026-07-28, the standalone SSE stream). Through
+// Client.Transport they keep it. If an SDK upgrade exports the method or
+// stops needing it, the first half fails and the HTTP observer can go.
+func TestTransportLeavesStreamableConnection(t *testing.T) {
+	e := newEnv(t, handoff.FormJWS, handoff.JSON)
+	ctx := context.Background()
+	for _, c := range []struct {
+		name        string
+		wrap        func(mcp.Transport) mcp.Transport
+		wantVersion bool
+	}{
+		{"generic connection wrapper", func(t mcp.Transport) mcp.Transport { return wrapped{t} }, false},
+		{"Client.Transport", e.hc.Transport, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			rec := &headerRecorder{base: bearer{"planner-token", http.DefaultTransport}}
+			cs, err := mcp.NewClient(&mcp.Implementation{Name: "c", Version: "1"}, nil).Connect(ctx,
+				c.wrap(&mcp.StreamableClientTransport{Endpoint: e.url, HTTPClient: &http.Client{Transport: rec}, DisableStandaloneSSE: true}), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cs.Close()
+			if _, err := cs.ListTools(ctx, nil); err != nil {
+				t.Fatal(err)
+			}
+			rec.mu.Lock()
+			defer rec.mu.Unlock()
+			if len(rec.versions) < 2 {
+				t.Fatalf("%d POSTs, want initialize and more", len(rec.versions))
+			}
+			last := rec.versions[len(rec.versions)-1]
+			if (last != "") != c.wantVersion {
+				t.Fatalf("MCP-Protocol-Version on the last POST %q; want it set: %v", last, c.wantVersion)
+			}
+		})
+	}
 }
