@@ -337,7 +337,7 @@ func (r *Receiver) fresh(o *Offer, now time.Time) *freshErr {
 	switch {
 	case o.Exp <= o.Iat:
 		return &freshErr{"exp", fmt.Sprintf("exp %d is not later than iat %d", o.Exp, o.Iat)}
-	case o.Iat > n+int64(r.o.Skew/time.Second):
+	case o.Iat-int64(r.o.Skew/time.Second) > n: // not n + skew, which a far --now overflows
 		return &freshErr{"iat", fmt.Sprintf("iat %d is later than now %d plus skew %v", o.Iat, n, r.o.Skew)}
 	case o.Exp <= n:
 		return &freshErr{"exp", fmt.Sprintf("expired: exp %d is not later than now %d", o.Exp, n)}

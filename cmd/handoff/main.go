@@ -112,6 +112,7 @@ func run(args []string, e env) int {
 	case err == nil:
 		return 0
 	case errors.Is(err, flag.ErrHelp):
+		fmt.Fprint(e.stdout, commandUsage(name))
 		return 0
 	case errors.Is(err, errNegative):
 		return 1
@@ -167,6 +168,30 @@ func required(fs *flag.FlagSet, names ...string) error {
 		if !set[n] {
 			return usagef("--%s is required", n)
 		}
+		if fs.Lookup(n).Value.String() == "" {
+			return usagef("--%s must not be empty", n)
+		}
 	}
 	return nil
+}
+
+// commandUsage is the part of usage for the command name: its synopsis
+// lines, for "handoff NAME -h".
+func commandUsage(name string) string {
+	var b strings.Builder
+	b.WriteString("Usage:\n")
+	in := false
+	for _, line := range strings.Split(usage, "\n") {
+		switch {
+		case strings.HasPrefix(line, "    handoff "):
+			in = strings.HasPrefix(line, "    handoff "+name+" ") || line == "    handoff "+name
+		case !strings.HasPrefix(line, "                  "):
+			in = false
+		}
+		if in {
+			b.WriteString(line + "\n")
+		}
+	}
+	b.WriteString("\n\"handoff help\" describes every command.\n")
+	return b.String()
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"crypto/ecdsa"
+	"errors"
 	"fmt"
 	"os"
 	"strconv"
@@ -34,7 +35,7 @@ func cmdKeygen(e env, args []string) error {
 		_, err = e.stdout.Write(b)
 		return err
 	}
-	f, err := os.OpenFile(*out, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	f, err := createKeyFile(*out)
 	if err != nil {
 		return err
 	}
@@ -43,6 +44,28 @@ func cmdKeygen(e env, args []string) error {
 		return err
 	}
 	return f.Close()
+}
+
+// createKeyFile opens path for a new private key: a new file (mode 0600),
+// or an existing empty one (as mktemp makes), but never a file with
+// something in it, which may be another key.
+func createKeyFile(path string) (*os.File, error) {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if !errors.Is(err, os.ErrExist) {
+		return f, err
+	}
+	f, err = os.OpenFile(path, os.O_WRONLY, 0)
+	if err != nil {
+		return nil, err
+	}
+	if st, err := f.Stat(); err != nil || st.Size() != 0 || !st.Mode().IsRegular() {
+		f.Close()
+		if err == nil {
+			err = fmt.Errorf("%s exists and is not empty; a key is never overwritten", path)
+		}
+		return nil, err
+	}
+	return f, nil
 }
 
 func cmdPubkey(e env, args []string) error {
@@ -165,8 +188,8 @@ func cmdOffer(e env, args []string) error {
 	if err := required(fs, "key", "iss", "aud", "dialog"); err != nil {
 		return err
 	}
-	if *ttl <= 0 {
-		return usagef("--ttl must be a positive number of seconds")
+	if *ttl <= 0 || *ttl > maxSeconds {
+		return usagef("--ttl must be a number of seconds from 1 to %d", maxSeconds)
 	}
 	key, _, err := loadKey(*keyFile)
 	if err != nil {
