@@ -500,8 +500,8 @@ func (w *World) startCoder(ctx context.Context) error {
 	if err := w.coderMCP.Attach(cl); err != nil {
 		return err
 	}
-	tr := &mcp.StreamableClientTransport{Endpoint: w.agents[Tester].URL,
-		HTTPClient: w.coderMCP.HTTPClient(&http.Client{Transport: withToken{base: http.DefaultTransport, token: a.Token}})}
+	tr := w.coderMCP.Transport(&mcp.StreamableClientTransport{Endpoint: w.agents[Tester].URL,
+		HTTPClient: &http.Client{Transport: withToken{base: http.DefaultTransport, token: a.Token}}})
 	if w.coderSess, err = cl.Connect(ctx, tr, nil); err != nil {
 		return err
 	}
@@ -558,7 +558,9 @@ func (w *World) startTester(ctx context.Context) error {
 	srv := mcp.NewServer(&mcp.Implementation{Name: Tester, Version: "demo"}, &mcp.ServerOptions{Logger: a.logger})
 	w.tester = newTesterTool()
 	mcp.AddTool(srv, &mcp.Tool{Name: "run-tests", Description: "runs a test suite: unit (quick) or full (runs until canceled)"}, w.tester.run)
-	w.testerSrv.Attach(srv)
+	if err := w.testerSrv.Attach(srv); err != nil {
+		return err
+	}
 	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{Logger: a.logger})
 	verify := func(_ context.Context, token string, _ *http.Request) (*auth.TokenInfo, error) {
 		id, ok := w.tokens[token]
