@@ -39,8 +39,14 @@ func TestCrashChild(t *testing.T) {
 	if err != nil || !a.Take {
 		t.Fatalf("child did not take the hop: %+v %v", a, err)
 	}
-	os.WriteFile(filepath.Join(dir, "accepted.status"), a.Status.Octets, 0o600)
+	if err := os.WriteFile(filepath.Join(dir, "accepted.status"), a.Status.Octets, 0o600); err != nil {
+		t.Fatal(err)
+	}
 	switch os.Getenv("HANDOFF_CRASH_PHASE") {
+	case "claimed":
+		// Killed between the claim and the start of the work.
+		os.Stdout.WriteString("claimed\n")
+		select {}
 	case "before":
 		// The work has begun: its effect is written inside the outcome
 		// transaction, which is still open when the process dies.
@@ -60,7 +66,9 @@ func TestCrashChild(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		os.WriteFile(filepath.Join(dir, "completed.status"), st.Octets, 0o600)
+		if err := os.WriteFile(filepath.Join(dir, "completed.status"), st.Octets, 0o600); err != nil {
+			t.Fatal(err)
+		}
 		os.Stdout.WriteString("committed\n")
 		select {} // killed here, after the commit, before answering
 	}
@@ -95,16 +103,18 @@ func crashDelegate(t *testing.T, dir string) (*delegate.Delegate, *sqlite.Store)
 }
 
 // "Knowing the Outcome" and "Asking Again" across a crash: a child process
-// takes a hop and is killed with SIGKILL in the middle of the work (before
-// the outcome commit) or just after it. After the restart, the
-// retransmission is answered from the record with the identical octets
-// ("accepted", or "completed"), the work is never done twice, and nothing
-// recorded is lost.
+// takes a hop and is killed with SIGKILL between the claim and the start
+// of the work, in the middle of the work (before the outcome commit), or
+// just after it. After the restart, Recover flags a hop left "accepted"
+// with no outcome (once, however often it runs), the retransmission is
+// answered from the record with the identical octets ("accepted", or
+// "completed"), the work is never done twice, and nothing recorded is
+// lost.
 func TestCrashRecovery(t *testing.T) {
 	if testing.Short() {
 		t.Skip("spawns processes")
 	}
-	for _, phase := range []string{"before", "after"} {
+	for _, phase := range []string{"claimed", "before", "after"} {
 		t.Run(phase, func(t *testing.T) {
 			ctx := context.Background()
 			dir := t.TempDir()
@@ -120,10 +130,14 @@ func TestCrashRecovery(t *testing.T) {
 			if _, err := s.DB().Exec(`CREATE TABLE effects (hop TEXT PRIMARY KEY)`); err != nil {
 				t.Fatal(err)
 			}
-			s.Forget(ctx, time.Now().Add(-time.Minute))
+			if err := s.Forget(ctx, time.Now().Add(-time.Minute)); err != nil {
+				t.Fatal(err)
+			}
 			s.Close()
 			b, o := w.offer("")
-			os.WriteFile(filepath.Join(dir, "offer.json"), b, 0o600)
+			if err := os.WriteFile(filepath.Join(dir, "offer.json"), b, 0o600); err != nil {
+				t.Fatal(err)
+			}
 
 			cmd := exec.Command(os.Args[0], "-test.run=^TestCrashChild$", "-test.v")
 			cmd.Env = append(os.Environ(), "HANDOFF_CRASH_DIR="+dir, "HANDOFF_CRASH_PHASE="+phase)
@@ -133,7 +147,7 @@ func TestCrashRecovery(t *testing.T) {
 			if err := cmd.Start(); err != nil {
 				t.Fatal(err)
 			}
-			want := map[string]string{"before": "working", "after": "committed"}[phase]
+			want := map[string]string{"claimed": "claimed", "before": "working", "after": "committed"}[phase]
 			sc := bufio.NewScanner(out)
 			seen := false
 			for sc.Scan() {
@@ -152,17 +166,43 @@ func TestCrashRecovery(t *testing.T) {
 			}
 			cmd.Wait()
 
-			// Restart.
+			// Restart: recover first, as a delegate does at start-up.
 			d, s2 := crashDelegate(t, dir)
 			defer s2.Close()
+			wantFlagged := map[string]int{"claimed": 1, "before": 1, "after": 0}[phase]
+			for run := range 2 {
+				n, err := d.Recover(ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if run == 1 {
+					wantFlagged = 0 // no duplicate flag
+				}
+				if n != wantFlagged {
+					t.Fatalf("Recover run %d flagged %d hops; want %d", run+1, n, wantFlagged)
+				}
+			}
+			flags, err := d.Flags(ctx, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if phase != "after" && (len(flags) != 1 || flags[0].Kind != store.FlagUnknownOutcome || flags[0].Hop != o.Hop) {
+				t.Fatalf("flags after Recover: %+v; want one unknown-outcome flag for hop %s", flags, o.Hop)
+			}
+			if phase == "after" && len(flags) != 0 {
+				t.Fatalf("flags after Recover of a finished hop: %+v", flags)
+			}
 			a, err := d.Receive(ctx, b, "ctx", true)
 			if err != nil || a.Take || a.Outcome != handoff.Retransmission {
 				t.Fatalf("after the crash: %+v %v", a, err)
 			}
 			effects := count(t, s2.DB())
 			switch phase {
-			case "before":
-				accepted, _ := os.ReadFile(filepath.Join(dir, "accepted.status"))
+			case "claimed", "before":
+				accepted, err := os.ReadFile(filepath.Join(dir, "accepted.status"))
+				if err != nil {
+					t.Fatal(err)
+				}
 				if !bytes.Equal(a.Status.Octets, accepted) {
 					t.Fatal("the retransmission did not get the identical accepted octets")
 				}
@@ -179,7 +219,10 @@ func TestCrashRecovery(t *testing.T) {
 					t.Fatal(err)
 				}
 			case "after":
-				completed, _ := os.ReadFile(filepath.Join(dir, "completed.status"))
+				completed, err := os.ReadFile(filepath.Join(dir, "completed.status"))
+				if err != nil {
+					t.Fatal(err)
+				}
 				if !bytes.Equal(a.Status.Octets, completed) {
 					t.Fatal("the retransmission did not get the identical completed octets")
 				}
@@ -207,8 +250,13 @@ func writeCrashFiles(t *testing.T, w *world, dir string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	jwk, _ := trust.MarshalPrivateJWK(k)
-	os.WriteFile(filepath.Join(dir, "coder.jwk"), jwk, 0o600)
+	jwk, err := trust.MarshalPrivateJWK(k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "coder.jwk"), jwk, 0o600); err != nil {
+		t.Fatal(err)
+	}
 	w.signers["coder"], _ = handoff.NewSigner(k)
 	keys := trust.New()
 	for name, s := range w.signers {
@@ -220,5 +268,7 @@ func writeCrashFiles(t *testing.T, w *world, dir string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	os.WriteFile(filepath.Join(dir, "trust.json"), tb, 0o600)
+	if err := os.WriteFile(filepath.Join(dir, "trust.json"), tb, 0o600); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -17,6 +17,7 @@
 package delegate
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"errors"
@@ -214,7 +215,10 @@ func (d *Delegate) claim(ctx context.Context, a *Answer, o *handoff.Offer, offer
 	}
 	got, stored, err := d.cfg.Store.Claim(ctx, rec)
 	if err != nil {
-		return nil, err
+		if got, err = d.claimLost(ctx, rec, err); err != nil {
+			return nil, err
+		}
+		stored = got == rec // claimLost returns rec itself when the record is this claim's
 	}
 	if !stored {
 		if got.Digest.Equal(rec.Digest) {
@@ -226,6 +230,48 @@ func (d *Delegate) claim(ctx context.Context, a *Answer, o *handoff.Offer, offer
 	}
 	a.Record, a.Status, a.Take = got, st, state == store.Accepted
 	return a, nil
+}
+
+// reread bounds the re-read of a hop after its claim reported an error.
+const reread = 5 * time.Second
+
+// claimLost finds out what became of a claim that reported an error: the
+// insert may have committed with its acknowledgement lost (ctx canceled,
+// connection reset). It re-reads the hop with a fresh bounded context.
+// It returns rec itself when the record is this claim's (same digest, state,
+// status octets and time: an ECDSA signature is never made twice), the
+// record found when another claim made it, or an error when there is none
+// (nothing committed) or it cannot be read.
+//
+// If this claim took the work but the caller's ctx has ended, the caller
+// is gone and cannot do it: returning Take to no one would leave the hop
+// "accepted" with nobody working on it and nothing flagged. The hop is
+// flagged "unknown outcome" instead, and an error returned: the work was
+// not started, so the operator can settle it (Finish, failed with
+// NoEffect, or Release). Where ctx is live (a reset connection), the claim
+// is answered as if it had returned normally.
+func (d *Delegate) claimLost(ctx context.Context, rec *store.Record, claimErr error) (*store.Record, error) {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), reread)
+	defer cancel()
+	got, err := d.cfg.Store.Get(rctx, rec.Iss, rec.Hop)
+	if err != nil {
+		return nil, fmt.Errorf("delegate: claim of hop %s of %q: %w (re-reading it: %v)", rec.Hop, rec.Iss, claimErr, err)
+	}
+	mine := got.Digest.Equal(rec.Digest) && got.State == rec.State && bytes.Equal(got.Status, rec.Status) &&
+		got.Received.Equal(rec.Received)
+	if !mine {
+		return got, nil // another claim's record: a retransmission or equivocation of it
+	}
+	if rec.State == store.Accepted && ctx.Err() != nil {
+		detail := fmt.Sprintf("the hop was recorded accepted, but its claim reported %v and the caller had gone (%v): "+
+			"the work was never started; settle it with Finish (failed, NoEffect) or Release", claimErr, ctx.Err())
+		if _, ferr := d.cfg.Store.Raise(rctx, store.Flag{Kind: store.FlagUnknownOutcome, Iss: rec.Iss, Hop: rec.Hop,
+			Detail: detail, Created: d.now()}); ferr != nil {
+			return nil, fmt.Errorf("delegate: hop %s of %q: %s; raising the flag failed: %w", rec.Hop, rec.Iss, detail, ferr)
+		}
+		return nil, fmt.Errorf("delegate: hop %s of %q: %s: %w", rec.Hop, rec.Iss, detail, claimErr)
+	}
+	return rec, nil
 }
 
 // seen answers an offer whose (iss, hop) is recorded (D5): the same octets
@@ -454,6 +500,65 @@ func (d *Delegate) Unknown(ctx context.Context, iss, hop, why string) error {
 	}
 	_, err = d.cfg.Store.Raise(ctx, store.Flag{Kind: store.FlagUnknownOutcome, Iss: iss, Hop: hop, Detail: why, Created: d.now()})
 	return err
+}
+
+// recoverPage is how many accepted hops Recover reads at a time.
+const recoverPage = 500
+
+// Recover is meant for start-up, before this delegate takes work: every
+// hop recorded "accepted" that has no outcome was taken by a process that
+// is gone (it crashed between the claim and the outcome, or its claim's
+// acknowledgement was lost), and nobody is working on it. Its outcome is
+// not known, so the hop stays "accepted" (draft "Knowing the Outcome":
+// until an authoritative observation) and is flagged "unknown outcome"
+// for the operator, who settles it with Finish or Release. A canceled hop
+// is flagged too: a cancel does not show that the work took no effect.
+// A hop that already has an open unknown-outcome flag is not flagged
+// again, so running Recover twice raises no duplicate. It returns how
+// many hops it flagged.
+//
+// In a fleet sharing one store, other replicas may be working on some of
+// these hops: run Recover when none is, or read its flags as "check
+// whether this is still running".
+func (d *Delegate) Recover(ctx context.Context) (int, error) {
+	open, err := d.cfg.Store.Flags(ctx, false)
+	if err != nil {
+		return 0, err
+	}
+	flagged := map[store.HopKey]bool{}
+	for _, f := range open {
+		if f.Kind == store.FlagUnknownOutcome {
+			flagged[store.HopKey{Iss: f.Iss, Hop: f.Hop}] = true
+		}
+	}
+	n := 0
+	var after store.HopKey
+	for {
+		page, err := d.cfg.Store.Hops(ctx, store.Accepted, after, recoverPage)
+		if err != nil {
+			return n, err
+		}
+		for _, r := range page {
+			k := store.HopKey{Iss: r.Iss, Hop: r.Hop}
+			after = k
+			if flagged[k] {
+				continue
+			}
+			detail := "found accepted at start-up with no outcome: the process that took the work is gone, and whether it took effect is not known"
+			if r.Canceled {
+				detail += " (the delegator canceled it; a cancel does not show the work took no effect)"
+			}
+			if _, err := d.cfg.Store.Raise(ctx, store.Flag{Kind: store.FlagUnknownOutcome, Iss: r.Iss, Hop: r.Hop,
+				Detail: detail, Created: d.now()}); err != nil {
+				return n, err
+			}
+			flagged[k] = true
+			n++
+		}
+		if len(page) < recoverPage {
+			return n, nil
+		}
+	}
 }
 
 // Cancel takes a signed "canceled" from the delegator for a recorded hop:

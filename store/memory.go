@@ -88,6 +88,31 @@ func (m *Memory) Get(_ context.Context, iss, hop string) (*Record, error) {
 	return clone(r), nil
 }
 
+// Hops implements Store.
+func (m *Memory) Hops(_ context.Context, state State, after HopKey, limit int) ([]*Record, error) {
+	if limit <= 0 {
+		return nil, fmt.Errorf("store: hops: limit must be positive, not %d", limit)
+	}
+	if err := m.lock(); err != nil {
+		return nil, err
+	}
+	defer m.mu.Unlock()
+	var out []*Record
+	for k, r := range m.hops {
+		if r.State == state && after.Less(HopKey{k[0], k[1]}) {
+			out = append(out, r)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return HopKey{out[i].Iss, out[i].Hop}.Less(HopKey{out[j].Iss, out[j].Hop}) })
+	if len(out) > limit {
+		out = out[:limit]
+	}
+	for i, r := range out {
+		out[i] = clone(r)
+	}
+	return out, nil
+}
+
 // Transition implements Store.
 func (m *Memory) Transition(_ context.Context, iss, hop string, from, to State, status []byte, form handoff.Form, now time.Time) error {
 	if !CanMove(from, to) {

@@ -94,6 +94,17 @@ type Outcome struct {
 // Key names a hop.
 func (r *Record) Key() (string, string) { return r.Iss, r.Hop }
 
+// HopKey names a hop; Hops pages by it.
+type HopKey struct{ Iss, Hop string }
+
+// Less orders keys by iss, then hop, comparing bytes.
+func (k HopKey) Less(o HopKey) bool {
+	if k.Iss != o.Iss {
+		return k.Iss < o.Iss
+	}
+	return k.Hop < o.Hop
+}
+
 // Flag kinds raised to the operator.
 const (
 	FlagEquivocation      = "equivocation"       // a second offer for a remembered (iss, hop)
@@ -134,6 +145,13 @@ type Store interface {
 
 	// Get returns the record of a hop, or ErrNotFound.
 	Get(ctx context.Context, iss, hop string) (*Record, error)
+
+	// Hops lists up to limit records in state, in (iss, hop) order (by
+	// bytes), starting after the pair after (the zero HopKey starts at the
+	// beginning): an operator's listing, and a delegate's recovery at
+	// start-up (accepted hops nobody is working on). It reads the whole
+	// table in the worst case; it is not for the claim path.
+	Hops(ctx context.Context, state State, after HopKey, limit int) ([]*Record, error)
 
 	// Transition moves a hop from one state to another (CanMove), storing
 	// the status sent for it (nil keeps the last one), and stamps Decided

@@ -84,7 +84,7 @@ func (s *DB) open() error {
 }
 
 type queries struct {
-	claim, get, transition, transitionKeep, cancel, equivocated, raise, flags, flagsAll, resolve, sweep, getSince, forget, setSince, getForUpdate string
+	claim, get, hops, transition, transitionKeep, cancel, equivocated, raise, flags, flagsAll, resolve, sweep, getSince, forget, setSince, getForUpdate string
 }
 
 const hopCols = `iss, hop, digest_alg, digest, offer, offer_form, state, status, status_form, canceled, equivocated, received, keep_until, decided`
@@ -119,6 +119,8 @@ func Open(ctx context.Context, db *sql.DB, d Dialect, now time.Time) (*DB, error
 	s.q = queries{
 		claim: b(`INSERT INTO hops (` + hopCols + `) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?) ON CONFLICT (iss, hop) DO NOTHING`),
 		get:   b(`SELECT ` + hopCols + ` FROM hops WHERE iss = ? AND hop = ?`),
+		hops: b(`SELECT ` + hopCols + ` FROM hops WHERE state = ? AND (iss` + d.ByteOrder + ` > ? OR (iss = ? AND hop` + d.ByteOrder + ` > ?))
+			ORDER BY iss` + d.ByteOrder + `, hop` + d.ByteOrder + ` LIMIT ?`),
 		transition: b(`UPDATE hops SET state = ?, status = ?, status_form = ?, decided = ?
 			WHERE iss = ? AND hop = ? AND state = ?`),
 		transitionKeep: b(`UPDATE hops SET state = ?, decided = ? WHERE iss = ? AND hop = ? AND state = ?`),
@@ -489,6 +491,33 @@ func (s *DB) Get(ctx context.Context, iss, hop string) (*store.Record, error) {
 		return nil, err
 	}
 	return scanHop(s.db.QueryRowContext(ctx, s.q.get, iss, hop))
+}
+
+// Hops implements store.Store.
+func (s *DB) Hops(ctx context.Context, state store.State, after store.HopKey, limit int) ([]*store.Record, error) {
+	if err := s.open(); err != nil {
+		return nil, err
+	}
+	if limit <= 0 {
+		return nil, fmt.Errorf("store: hops: limit must be positive, not %d", limit)
+	}
+	rows, err := s.db.QueryContext(ctx, s.q.hops, string(state), after.Iss, after.Iss, after.Hop, limit)
+	if err != nil {
+		return nil, fmt.Errorf("store: hops: %w", err)
+	}
+	defer rows.Close()
+	var out []*store.Record
+	for rows.Next() {
+		r, err := scanHop(rows)
+		if err != nil {
+			return nil, fmt.Errorf("store: hops: %w", err)
+		}
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("store: hops: %w", err)
+	}
+	return out, nil
 }
 
 // Transition implements store.Store.

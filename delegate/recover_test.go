@@ -1,0 +1,192 @@
+package delegate_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/quantumlearningmachines/handoff"
+	"github.com/quantumlearningmachines/handoff/delegate"
+	"github.com/quantumlearningmachines/handoff/store"
+)
+
+// lossy is a real store whose Claim reports an error: after committing
+// (the acknowledgement is lost: a reset connection, or the caller's
+// context ending while the commit goes through), or without committing.
+type lossy struct {
+	store.Store
+	commit bool                // the claim commits before the error
+	before func(*store.Record) // runs first, e.g. another replica's claim
+	after  func()              // runs after the commit, e.g. the caller's ctx ends
+}
+
+var errReset = errors.New("connection reset by peer")
+
+func (l *lossy) Claim(ctx context.Context, r *store.Record) (*store.Record, bool, error) {
+	if l.before != nil {
+		l.before(r)
+	}
+	if l.commit {
+		if _, _, err := l.Store.Claim(context.Background(), r); err != nil {
+			return nil, false, err
+		}
+	}
+	if l.after != nil {
+		l.after()
+	}
+	return nil, false, errReset
+}
+
+func unknownFlags(t *testing.T, d *delegate.Delegate, hop string) int {
+	t.Helper()
+	flags, err := d.Flags(context.Background(), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, f := range flags {
+		if f.Kind == store.FlagUnknownOutcome && f.Hop == hop {
+			n++
+		}
+	}
+	return n
+}
+
+// "Knowing the Outcome" after losing an acknowledgement from the store: a
+// claim that committed but reported an error is found by re-reading the
+// hop. With the caller still there it is answered as taken; with the
+// caller gone the hop is flagged unknown outcome (nobody will do the
+// work), never left "accepted" unseen. A claim that did not commit, or
+// that lost to another claim, is not taken.
+func TestClaimAcknowledgementLost(t *testing.T) {
+	t.Run("committed, caller still there: taken", func(t *testing.T) {
+		w := newWorld(t)
+		mem := w.freshStore()
+		l := &lossy{Store: mem, commit: true}
+		d := w.delegate(l, nil)
+		b, o := w.offer("")
+		a, err := d.Receive(context.Background(), b, "ctx", true)
+		if err != nil || !a.Take || a.Outcome != handoff.Accepted || a.Record == nil || a.Record.State != store.Accepted {
+			t.Fatalf("Receive = %+v, %v; want the hop taken", a, err)
+		}
+		if st := statusOf(t, w, a.Status, b); st.State != handoff.StateAccepted {
+			t.Fatalf("status %s", st.State)
+		}
+		l.commit = false
+		again, err := d.Receive(context.Background(), b, "ctx", true)
+		if err != nil || again.Take || again.Outcome != handoff.Retransmission || !bytes.Equal(again.Status.Octets, a.Status.Octets) {
+			t.Fatalf("retransmission: %+v, %v", again, err)
+		}
+		if n := unknownFlags(t, d, o.Hop); n != 0 {
+			t.Fatalf("%d unknown-outcome flags for a hop being worked on", n)
+		}
+	})
+	t.Run("committed, caller gone: flagged, not taken", func(t *testing.T) {
+		w := newWorld(t)
+		mem := w.freshStore()
+		ctx, cancel := context.WithCancel(context.Background())
+		l := &lossy{Store: mem, commit: true, after: cancel}
+		d := w.delegate(l, nil)
+		b, o := w.offer("")
+		a, err := d.Receive(ctx, b, "ctx", true)
+		if err == nil || !errors.Is(err, errReset) || !strings.Contains(err.Error(), o.Hop) {
+			t.Fatalf("Receive = %+v, %v; want the claim's error naming the hop", a, err)
+		}
+		if n := unknownFlags(t, d, o.Hop); n != 1 {
+			t.Fatalf("%d unknown-outcome flags; want 1", n)
+		}
+		r, err := mem.Get(context.Background(), o.Iss, o.Hop)
+		if err != nil || r.State != store.Accepted {
+			t.Fatalf("record %+v, %v", r, err)
+		}
+		// A retransmission gets the recorded "accepted"; Recover adds no
+		// second flag.
+		l.commit, l.after = false, nil
+		again, err := d.Receive(context.Background(), b, "ctx", true)
+		if err != nil || again.Take || !bytes.Equal(again.Status.Octets, r.Status) {
+			t.Fatalf("retransmission: %+v, %v", again, err)
+		}
+		if n, err := d.Recover(context.Background()); err != nil || n != 0 {
+			t.Fatalf("Recover = %d, %v; want 0 (already flagged)", n, err)
+		}
+	})
+	t.Run("not committed: error, nothing recorded", func(t *testing.T) {
+		w := newWorld(t)
+		mem := w.freshStore()
+		d := w.delegate(&lossy{Store: mem}, nil)
+		b, o := w.offer("")
+		if a, err := d.Receive(context.Background(), b, "ctx", true); !errors.Is(err, errReset) {
+			t.Fatalf("Receive = %+v, %v; want the claim's error", a, err)
+		}
+		if _, err := mem.Get(context.Background(), o.Iss, o.Hop); !errors.Is(err, store.ErrNotFound) {
+			t.Fatalf("Get = %v; want ErrNotFound", err)
+		}
+	})
+	t.Run("another claim won: a retransmission of it", func(t *testing.T) {
+		w := newWorld(t)
+		mem := w.freshStore()
+		// Another replica claims the same offer first, with its own status.
+		other := func(r *store.Record) {
+			c := *r
+			c.Status = append([]byte(nil), "another replica's accepted"...)
+			mem.Claim(context.Background(), &c)
+		}
+		d := w.delegate(&lossy{Store: mem, before: other}, nil)
+		b, _ := w.offer("")
+		a, err := d.Receive(context.Background(), b, "ctx", true)
+		if err != nil || a.Take || a.Outcome != handoff.Retransmission || string(a.Status.Octets) != "another replica's accepted" {
+			t.Fatalf("Receive = %+v, %v; want a retransmission answered with the winner's status", a, err)
+		}
+	})
+}
+
+// Recover at start-up flags every hop left "accepted" with no outcome,
+// canceled or not, and only those; run again it raises no duplicate.
+func TestRecover(t *testing.T) {
+	w := newWorld(t)
+	ctx := context.Background()
+	s := w.freshStore()
+	d := w.delegate(s, nil)
+	take := func() *handoff.Offer {
+		b, o := w.offer("")
+		if a, err := d.Receive(ctx, b, "ctx", true); err != nil || !a.Take {
+			t.Fatalf("%+v %v", a, err)
+		}
+		return o
+	}
+	running, canceled, done := take(), take(), take()
+	if err := s.MarkCanceled(ctx, canceled.Iss, canceled.Hop); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.Finish(ctx, done.Iss, done.Hop, delegate.Outcome{State: store.Completed}); err != nil {
+		t.Fatal(err)
+	}
+	deferred := w.delegate(s, func(c *delegate.Config) { c.Defer = true })
+	rb, ro := w.offer("")
+	if _, err := deferred.Receive(ctx, rb, "ctx", true); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := d.Recover(ctx); err != nil || n != 2 {
+		t.Fatalf("Recover = %d, %v; want 2", n, err)
+	}
+	for _, o := range []*handoff.Offer{running, canceled} {
+		if n := unknownFlags(t, d, o.Hop); n != 1 {
+			t.Errorf("hop %s: %d unknown-outcome flags; want 1", o.Hop, n)
+		}
+	}
+	for _, o := range []*handoff.Offer{done, ro} {
+		if n := unknownFlags(t, d, o.Hop); n != 0 {
+			t.Errorf("hop %s: %d unknown-outcome flags; want 0", o.Hop, n)
+		}
+	}
+	if n, err := d.Recover(ctx); err != nil || n != 0 {
+		t.Fatalf("second Recover = %d, %v; want 0", n, err)
+	}
+	for _, o := range []*handoff.Offer{running, canceled} {
+		if r, err := s.Get(ctx, o.Iss, o.Hop); err != nil || r.State != store.Accepted {
+			t.Errorf("hop %s after Recover: %+v, %v; want still accepted", o.Hop, r, err)
+		}
+	}
+}
