@@ -34,6 +34,17 @@ func IsJSON(b []byte) bool {
 	return len(b) > 0 && b[0] == '{'
 }
 
+// looksLikeText reports whether b is printable ASCII and whitespace only,
+// as no CBOR Handoff is (its first octet is a map head, 0xa0 or above).
+func looksLikeText(b []byte) bool {
+	for _, c := range b {
+		if (c < 0x20 || c > 0x7e) && c != '\n' && c != '\r' && c != '\t' {
+			return false
+		}
+	}
+	return len(b) > 0
+}
+
 // ParseHandoff strictly decodes a Handoff in JSON or CBOR (by content). It
 // checks the Handoff's own shape (D3): offer present and carried as a signed
 // element, chain absent or a non-empty array of elements. It does not look
@@ -62,6 +73,11 @@ func ParseHandoff(b []byte, lim Limits) (*Handoff, error) {
 func parseHandoffTree(b []byte, enc Encoding) (*Handoff, error) {
 	v, err := decodeTree(b, enc)
 	if err != nil {
+		if enc == CBOR && looksLikeText(b) {
+			// Most likely a text file that is not a JSON object (a bare
+			// compact JWS, say): say so, not only what CBOR made of it.
+			return nil, malformed("", "Handoff: neither a JSON object (the first octet is not '{') nor CBOR (%v)", err)
+		}
 		return nil, malformed("", "Handoff: %v", err)
 	}
 	m, err := asMembers(v, "the Handoff")

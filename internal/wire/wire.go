@@ -27,6 +27,7 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"strings"
 )
 
 // Number is a JSON number literal that is not a plain integer: a fraction,
@@ -81,7 +82,12 @@ func TypeName(v any) string {
 		return "text"
 	case uint64, int64:
 		return "integer"
-	case Number, float64:
+	case Number:
+		if isIntegerLiteral(string(v.(Number))) {
+			return "integer out of range"
+		}
+		return "non-integer number"
+	case float64:
 		return "non-integer number"
 	case []byte:
 		return "byte string"
@@ -91,6 +97,21 @@ func TypeName(v any) string {
 		return "null"
 	}
 	return fmt.Sprintf("%T", v)
+}
+
+// isIntegerLiteral reports whether a JSON number literal is written as an
+// integer (digits, an optional minus), whatever its size.
+func isIntegerLiteral(lit string) bool {
+	lit = strings.TrimPrefix(lit, "-")
+	if lit == "" || lit == "0" { // "-0" is refused for its sign, not its size
+		return false
+	}
+	for i := 0; i < len(lit); i++ {
+		if lit[i] < '0' || lit[i] > '9' {
+			return false
+		}
+	}
+	return true
 }
 
 // parseJSONNumber turns a JSON number literal into uint64, int64 or Number.
