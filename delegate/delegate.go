@@ -349,9 +349,21 @@ func (d *Delegate) sign(o *handoff.Offer, dg handoff.Digest, state handoff.State
 	return &s, nil
 }
 
+// ErrCanceled: the delegator canceled the hop before its work was
+// accepted, so the work must not start.
+var ErrCanceled = errors.New("delegate: the delegator canceled this hop")
+
 // Accept takes the work of a hop recorded "received" (Config.Defer) and
 // returns the "accepted" status to send. Do the work only if it returns no
-// error: another process may have decided first (store.ErrConflict).
+// error: another process may have decided first (store.ErrConflict), or
+// the delegator canceled the hop (ErrCanceled).
+//
+// A canceled hop is never accepted (Lifecycle: offered -> canceled). It
+// is rejected with reason "policy", as an offer whose cancel overtook it
+// is; if the cancel arrives between the check and the acceptance, the
+// hop, whose work has not begun, is recorded "failed" with no refs (it
+// took no effect). Either way Accept returns that status, to send, with
+// an error wrapping ErrCanceled.
 func (d *Delegate) Accept(ctx context.Context, iss, hop string) (*handoff.Element, error) {
 	return d.decide(ctx, iss, hop, store.Accepted, "")
 }
@@ -375,6 +387,17 @@ func (d *Delegate) decide(ctx context.Context, iss, hop string, to store.State, 
 	if err != nil || o == nil {
 		return nil, fmt.Errorf("delegate: recorded offer of hop %s cannot be read: %v", hop, err)
 	}
+	if to == store.Accepted && r.Canceled {
+		to, reason = store.Rejected, handoff.ReasonPolicy
+		st, err := d.sign(o, r.Digest, handoff.StateRejected, reason, "canceled by the delegator before the work was accepted", nil)
+		if err != nil {
+			return nil, err
+		}
+		if err := d.cfg.Store.Transition(ctx, iss, hop, store.Received, store.Rejected, st.Octets, st.Form, d.now()); err != nil {
+			return nil, err
+		}
+		return st, fmt.Errorf("%w: hop %s of %q is rejected with reason policy; do not do the work", ErrCanceled, hop, iss)
+	}
 	st, err := d.sign(o, r.Digest, handoff.State(to), reason, "", nil)
 	if err != nil {
 		return nil, err
@@ -382,7 +405,25 @@ func (d *Delegate) decide(ctx context.Context, iss, hop string, to store.State, 
 	if err := d.cfg.Store.Transition(ctx, iss, hop, store.Received, to, st.Octets, st.Form, d.now()); err != nil {
 		return nil, err
 	}
-	return st, nil
+	if to != store.Accepted {
+		return st, nil
+	}
+	// A cancel that arrived between the read above and the transition
+	// found the hop "received" and stopped nothing: the work has not
+	// begun (this call has not returned), so it took no effect.
+	// (Cancel re-reads the hop after marking it, so one of the two sees
+	// the other.) If the re-read fails, Cancel's stops the work.
+	if r, err := d.cfg.Store.Get(ctx, iss, hop); err != nil || !r.Canceled {
+		return st, nil
+	}
+	failed, err := d.sign(o, r.Digest, handoff.StateFailed, handoff.ReasonPolicy, "canceled by the delegator before the work began", nil)
+	if err != nil {
+		return nil, err
+	}
+	if err := d.cfg.Store.Transition(ctx, iss, hop, store.Accepted, store.Failed, failed.Octets, failed.Form, d.now()); err != nil {
+		return nil, err
+	}
+	return failed, fmt.Errorf("%w: hop %s of %q was canceled as it was accepted; it is recorded failed (no effect); do not do the work", ErrCanceled, hop, iss)
 }
 
 // Outcome is a known outcome of taken work (draft "Knowing the Outcome").
@@ -590,6 +631,12 @@ func (d *Delegate) Cancel(ctx context.Context, status handoff.Element, iss, hop 
 	}
 	if err := d.cfg.Store.MarkCanceled(ctx, iss, hop); err != nil {
 		return nil, err
+	}
+	// Read the state after the mark: an Accept racing this cancel either
+	// sees the mark (and does not start the work) or moved the hop to
+	// "accepted" before this read (and the work is stopped here).
+	if now, err := d.cfg.Store.Get(ctx, iss, hop); err == nil {
+		r = now
 	}
 	if r.State == store.Accepted && d.cfg.Stop != nil {
 		d.cfg.Stop(iss, hop)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/quantumlearningmachines/handoff"
 	"github.com/quantumlearningmachines/handoff/delegate"
@@ -188,5 +189,69 @@ func TestRecover(t *testing.T) {
 		if r, err := s.Get(ctx, o.Iss, o.Hop); err != nil || r.State != store.Accepted {
 			t.Errorf("hop %s after Recover: %+v, %v; want still accepted", o.Hop, r, err)
 		}
+	}
+}
+
+// cancelOnAccept is a real store in which a delegator's cancel lands just
+// as a deferred hop is moved to "accepted".
+type cancelOnAccept struct{ store.Store }
+
+func (c cancelOnAccept) Transition(ctx context.Context, iss, hop string, from, to store.State, status []byte, form handoff.Form, now time.Time) error {
+	if from == store.Received && to == store.Accepted {
+		if err := c.Store.MarkCanceled(ctx, iss, hop); err != nil {
+			return err
+		}
+	}
+	return c.Store.Transition(ctx, iss, hop, from, to, status, form, now)
+}
+
+// Lifecycle: a hop the delegator canceled is never accepted. Accept of a
+// deferred hop after a valid cancel rejects it with reason policy (as an
+// offer overtaken by its cancel is); a cancel that lands as the hop is
+// accepted leaves it failed with no refs (the work never began). Either
+// way Accept's error wraps ErrCanceled, and the record holds the status.
+func TestAcceptAfterCancel(t *testing.T) {
+	ctx := context.Background()
+	for _, c := range []struct {
+		name  string
+		race  bool
+		state store.State
+	}{{"cancel before Accept", false, store.Rejected}, {"cancel during Accept", true, store.Failed}} {
+		t.Run(c.name, func(t *testing.T) {
+			w := newWorld(t)
+			mem := w.freshStore()
+			var s store.Store = mem
+			if c.race {
+				s = cancelOnAccept{mem}
+			}
+			d := w.delegate(s, func(cfg *delegate.Config) { cfg.Defer = true })
+			b, o := w.offer("")
+			if a, err := d.Receive(ctx, b, "ctx", true); err != nil || a.Record.State != store.Received {
+				t.Fatalf("%+v %v", a, err)
+			}
+			if !c.race {
+				h, _ := handoff.ParseHandoff(b, handoff.Limits{})
+				cancel, err := w.signers["planner"].SignStatus(&handoff.Status{Offer: h.Offer.Digest(), Iss: "planner", Aud: "coder",
+					Iat: w.clock().Unix(), State: handoff.StateCanceled}, handoff.FormJWS)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if _, err := d.Cancel(ctx, cancel, o.Iss, o.Hop); err != nil {
+					t.Fatal(err)
+				}
+			}
+			st, err := d.Accept(ctx, o.Iss, o.Hop)
+			if !errors.Is(err, delegate.ErrCanceled) {
+				t.Fatalf("Accept of a canceled hop = %v; want ErrCanceled", err)
+			}
+			got := statusOf(t, w, st, b)
+			if got.State != handoff.State(c.state) || got.Reason != handoff.ReasonPolicy || len(got.Refs) != 0 {
+				t.Fatalf("status %+v; want %s, reason policy, no refs", got, c.state)
+			}
+			r, err := mem.Get(ctx, o.Iss, o.Hop)
+			if err != nil || r.State != c.state || !bytes.Equal(r.Status, st.Octets) {
+				t.Fatalf("record %+v, %v", r, err)
+			}
+		})
 	}
 }
