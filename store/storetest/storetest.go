@@ -69,6 +69,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"SweepRetentionRule", testSweepRetentionRule},
 		{"SweepZeroRetention", testSweepZeroRetention},
 		{"SweepLeavesFlags", testSweepLeavesFlags},
+		{"SweepManyRowsWithConcurrentClaims", testSweepMany},
 		{"SinceIsStable", testSinceIsStable},
 		{"ForgetDropsHopsKeepsFlagsMovesSince", testForget},
 		{"ConcurrentClaimOneWinner", testConcurrentClaim},
@@ -841,6 +842,91 @@ func testSweepLeavesFlags(t *testing.T, s store.Store) {
 	}
 	checkFlags(t, "Flags(all) after Sweep", mustFlags(t, s, true), flags)
 	checkFlags(t, "Flags(open) after Sweep", mustFlags(t, s, false), flags[:2])
+}
+
+// claimMany claims the records from 16 goroutines (a SQL store commits
+// them in groups) and fails t on any error.
+func claimMany(t *testing.T, s store.Store, rs []*store.Record) {
+	t.Helper()
+	var wg sync.WaitGroup
+	errs := make(chan error, len(rs))
+	next := make(chan *store.Record)
+	for range 16 {
+		wg.Go(func() {
+			for r := range next {
+				if _, ins, err := s.Claim(t.Context(), r); err != nil || !ins {
+					errs <- fmt.Errorf("Claim(%s) = inserted %v, %v", r.Hop, ins, err)
+				}
+			}
+		})
+	}
+	for _, r := range rs {
+		next <- r
+	}
+	close(next)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+}
+
+// A sweep over more records than a store handles in one step (a SQL store
+// deletes in windows of a few hundred rows) removes exactly the records
+// that may go, and claims made while it runs succeed and stay.
+func testSweepMany(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	const n = 1500
+	var old []*store.Record
+	for i := range n {
+		st := store.Received // may go after KeepUntil
+		if i%3 == 0 {
+			st = store.Accepted // stays
+		}
+		old = append(old, NewRecord(fmt.Sprintf("bulk-%05d", i), st, i))
+	}
+	claimMany(t, s, old)
+
+	// Claims during the sweep: new hops (keys before, among and after the
+	// old ones), kept long enough that this sweep may not remove them.
+	var fresh []*store.Record
+	for i := range 60 {
+		r := NewRecord(fmt.Sprintf("%s-%03d", []string{"a", "bulk-00500", "z"}[i%3], i), store.Received, i)
+		r.KeepUntil = Base.Add(24 * time.Hour)
+		fresh = append(fresh, r)
+	}
+	swept := make(chan error, 1)
+	var removed int
+	go func() {
+		var err error
+		removed, err = s.Sweep(ctx, Base.Add(keepFor+time.Minute), Retention)
+		swept <- err
+	}()
+	for _, r := range fresh {
+		got, ins, err := s.Claim(ctx, copyRecord(r))
+		if err != nil || !ins {
+			t.Fatalf("Claim(%s) during a sweep = inserted %v, %v; want a new record", r.Hop, ins, err)
+		}
+		checkRecord(t, "Claim during a sweep", got, r)
+	}
+	if err := <-swept; err != nil {
+		t.Fatalf("Sweep: %v", err)
+	}
+	if removed != n-n/3 {
+		t.Errorf("Sweep removed %d records; want %d (the received ones)", removed, n-n/3)
+	}
+	for _, r := range old {
+		_, err := s.Get(ctx, r.Iss, r.Hop)
+		if r.State == store.Accepted && err != nil {
+			t.Fatalf("Get(%s) after the sweep = %v; an accepted hop may not go", r.Hop, err)
+		}
+		if r.State == store.Received && !errors.Is(err, store.ErrNotFound) {
+			t.Fatalf("Get(%s) after the sweep = %v; want ErrNotFound (it may go)", r.Hop, err)
+		}
+	}
+	for _, r := range fresh {
+		checkGet(t, s, r.Hop, r)
+	}
 }
 
 // --- Since and Forget -------------------------------------------------------

@@ -84,7 +84,7 @@ func (s *DB) open() error {
 }
 
 type queries struct {
-	claim, get, hops, transition, transitionKeep, cancel, equivocated, raise, flags, flagsAll, resolve, sweep, getSince, forget, setSince, getForUpdate string
+	claim, get, hops, transition, transitionKeep, cancel, equivocated, raise, flags, flagsAll, resolve, sweepEnd, sweep, sweepLast, getSince, forget, setSince, getForUpdate string
 }
 
 const hopCols = `iss, hop, digest_alg, digest, offer, offer_form, state, status, status_form, canceled, equivocated, received, keep_until, decided`
@@ -130,8 +130,12 @@ func Open(ctx context.Context, db *sql.DB, d Dialect, now time.Time) (*DB, error
 		flags:          b(`SELECT id, kind, iss, hop, detail, created, resolved, resolution FROM flags WHERE resolved = 0 ORDER BY id`),
 		flagsAll:       b(`SELECT id, kind, iss, hop, detail, created, resolved, resolution FROM flags ORDER BY id`),
 		resolve:        b(`UPDATE flags SET resolved = ?, resolution = ? WHERE id = ? AND resolved = 0`),
-		sweep: b(`DELETE FROM hops WHERE keep_until < ? AND (
-			(state IN ('rejected', 'completed', 'failed') AND decided < ?) OR state = 'received')`),
+		// The sweep walks the primary key in windows of sweepBatch rows:
+		// sweepEnd finds a window's last key (a read), sweep and sweepLast
+		// delete what may go inside it (one short write each).
+		sweepEnd:     b(`SELECT iss, hop FROM hops WHERE (iss, hop) > (?, ?) ORDER BY iss, hop LIMIT 1 OFFSET ?`),
+		sweep:        b(`DELETE FROM hops WHERE (iss, hop) > (?, ?) AND (iss, hop) <= (?, ?) AND ` + sweepCond),
+		sweepLast:    b(`DELETE FROM hops WHERE (iss, hop) > (?, ?) AND ` + sweepCond),
 		getSince:     b(`SELECT v FROM meta WHERE k = 'since'`),
 		forget:       b(`DELETE FROM hops`),
 		setSince:     b(`UPDATE meta SET v = ? WHERE k = 'since'`),
@@ -685,17 +689,56 @@ func (s *DB) Resolve(ctx context.Context, id int64, resolution string, now time.
 	return nil
 }
 
-// Sweep implements store.Store.
+// sweepCond is the retention rule (store.Store.Sweep) in SQL; its
+// parameters are now and now minus the retention.
+const sweepCond = `keep_until < ? AND ((state IN ('rejected', 'completed', 'failed') AND decided < ?) OR state = 'received')`
+
+// sweepBatch is how many rows one sweep statement examines.
+const sweepBatch = 500
+
+// Sweep implements store.Store. There is no index on keep_until (decision
+// 37: it cost a page write per claim), so a sweep reads the whole table;
+// one DELETE over it would hold SQLite's write lock for the whole scan
+// and make concurrent claims wait out the busy timeout. Instead it walks
+// the primary key in windows of sweepBatch rows: finding a window's end
+// is a read (no write lock in WAL mode), and each window's DELETE is its
+// own short transaction, so claims get the lock between them. On
+// PostgreSQL a DELETE does not block inserts, but the windows keep each
+// transaction short there too. Rows inserted behind the walk are new and
+// may not go yet; the next sweep sees them.
 func (s *DB) Sweep(ctx context.Context, now time.Time, retention time.Duration) (int, error) {
 	if err := s.open(); err != nil {
 		return 0, err
 	}
-	res, err := s.db.ExecContext(ctx, s.q.sweep, nanos(now), nanos(now.Add(-retention)))
-	if err != nil {
-		return 0, fmt.Errorf("store: sweep: %w", err)
+	cut, old := nanos(now), nanos(now.Add(-retention))
+	total := 0
+	var lo store.HopKey // the zero key is before every hop (iss is never empty)
+	for {
+		var hi store.HopKey
+		err := s.db.QueryRowContext(ctx, s.q.sweepEnd, lo.Iss, lo.Hop, sweepBatch-1).Scan(&hi.Iss, &hi.Hop)
+		last := errors.Is(err, sql.ErrNoRows)
+		if err != nil && !last {
+			return total, fmt.Errorf("store: sweep: %w", err)
+		}
+		var res sql.Result
+		if last {
+			res, err = s.db.ExecContext(ctx, s.q.sweepLast, lo.Iss, lo.Hop, cut, old)
+		} else {
+			res, err = s.db.ExecContext(ctx, s.q.sweep, lo.Iss, lo.Hop, hi.Iss, hi.Hop, cut, old)
+		}
+		if err != nil {
+			return total, fmt.Errorf("store: sweep: %w", err)
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return total, fmt.Errorf("store: sweep: %w", err)
+		}
+		total += int(n)
+		if last {
+			return total, nil
+		}
+		lo = hi
 	}
-	n, err := res.RowsAffected()
-	return int(n), err
 }
 
 // Since implements store.Store.
