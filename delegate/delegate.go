@@ -530,7 +530,8 @@ func (d *Delegate) RecordOutcome(ctx context.Context, iss, hop string, work func
 // Unknown keeps a taken hop "accepted" because its outcome cannot be
 // learned now (a lookup timed out, the record of the effect was lost) and
 // flags it to the operator. The delegate never guesses: the hop stays
-// accepted until Finish is called with an authoritative observation.
+// accepted until Finish is called with an authoritative observation, or
+// the operator releases it (Release).
 func (d *Delegate) Unknown(ctx context.Context, iss, hop, why string) error {
 	r, err := d.cfg.Store.Get(ctx, iss, hop)
 	if err != nil {
@@ -582,7 +583,7 @@ func (d *Delegate) Recover(ctx context.Context) (int, error) {
 		for _, r := range page {
 			k := store.HopKey{Iss: r.Iss, Hop: r.Hop}
 			after = k
-			if flagged[k] {
+			if flagged[k] || !r.Released.IsZero() {
 				continue
 			}
 			detail := "found accepted at start-up with no outcome: the process that took the work is gone, and whether it took effect is not known"
@@ -728,8 +729,51 @@ func (d *Delegate) Flags(ctx context.Context, all bool) ([]store.Flag, error) {
 }
 
 // Resolve closes a flag with the operator's note. Resolving an unknown
-// outcome does not decide it: Finish records the outcome the operator
-// observed.
+// outcome does not decide it, nor does it let the hop go: Finish records
+// the outcome the operator observed, and Release gives up on learning it.
 func (d *Delegate) Resolve(ctx context.Context, id int64, resolution string) error {
 	return d.cfg.Store.Resolve(ctx, id, resolution, d.now())
+}
+
+// Release settles a hop left "accepted" whose outcome the operator has
+// found cannot be learned (draft "Knowing the Outcome": the delegate must
+// not guess). No "completed" or "failed" is signed: the hop stays
+// accepted, a retransmission still gets "accepted", and the delegator's
+// hop stays unresolved, as the draft says. What changes is retention: the
+// record may be swept once the retention period has passed (draft
+// "Freshness and Replay": kept until its operator resolves it). why, the
+// operator's reason, is required; it closes the hop's open unknown-outcome
+// flags (or, when none is open, is recorded as a resolved one). If the
+// outcome is learned later, Finish still records it.
+func (d *Delegate) Release(ctx context.Context, iss, hop, why string) error {
+	if why == "" {
+		return fmt.Errorf("delegate: releasing hop %s of %q needs the operator's reason", hop, iss)
+	}
+	now := d.now()
+	if err := d.cfg.Store.Release(ctx, iss, hop, now); err != nil {
+		return err
+	}
+	flags, err := d.cfg.Store.Flags(ctx, false)
+	if err != nil {
+		return err
+	}
+	note := "released by the operator, outcome not known: " + why
+	closed := false
+	for _, f := range flags {
+		if f.Kind == store.FlagUnknownOutcome && f.Iss == iss && f.Hop == hop {
+			if err := d.cfg.Store.Resolve(ctx, f.ID, note, now); err != nil {
+				return err
+			}
+			closed = true
+		}
+	}
+	if closed {
+		return nil
+	}
+	id, err := d.cfg.Store.Raise(ctx, store.Flag{Kind: store.FlagUnknownOutcome, Iss: iss, Hop: hop, Created: now,
+		Detail: "released by the operator with no open flag"})
+	if err != nil {
+		return err
+	}
+	return d.cfg.Store.Resolve(ctx, id, note, now)
 }

@@ -255,3 +255,77 @@ func TestAcceptAfterCancel(t *testing.T) {
 		})
 	}
 }
+
+// "Knowing the Outcome", "Kept Records": an operator who finds that a
+// hop's outcome cannot be learned releases it. Nothing is signed (the hop
+// stays accepted, a retransmission still gets "accepted"); its
+// unknown-outcome flag is closed with the operator's reason; Recover
+// leaves it alone; and it is swept after the retention period, as is the
+// resolved flag.
+func TestRelease(t *testing.T) {
+	w := newWorld(t)
+	ctx := context.Background()
+	s := w.freshStore()
+	d := w.delegate(s, func(c *delegate.Config) { c.Retention = time.Hour })
+	b, o := w.offer("")
+	a, err := d.Receive(ctx, b, "ctx", true)
+	if err != nil || !a.Take {
+		t.Fatalf("%+v %v", a, err)
+	}
+	if err := d.Unknown(ctx, o.Iss, o.Hop, "the ledger lost the request"); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Release(ctx, o.Iss, o.Hop, ""); err == nil {
+		t.Fatal("Release without a reason succeeded")
+	}
+	if err := d.Release(ctx, o.Iss, o.Hop, "the ledger cannot say; told the planner's operator"); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Release(ctx, o.Iss, o.Hop, "again"); !errors.Is(err, store.ErrConflict) {
+		t.Fatalf("second Release = %v; want ErrConflict", err)
+	}
+	if n := unknownFlags(t, d, o.Hop); n != 0 {
+		t.Fatalf("%d open unknown-outcome flags after Release; want 0", n)
+	}
+	all, err := d.Flags(ctx, true)
+	if err != nil || len(all) != 1 || !strings.Contains(all[0].Resolution, "told the planner's operator") {
+		t.Fatalf("flags %+v, %v; want the unknown-outcome flag resolved with the reason", all, err)
+	}
+	r, err := s.Get(ctx, o.Iss, o.Hop)
+	if err != nil || r.State != store.Accepted || r.Released.IsZero() || !bytes.Equal(r.Status, a.Status.Octets) {
+		t.Fatalf("record after Release: %+v, %v; want accepted, released, its accepted status", r, err)
+	}
+	again, err := d.Receive(ctx, b, "ctx", true)
+	if err != nil || again.Take || !bytes.Equal(again.Status.Octets, a.Status.Octets) {
+		t.Fatalf("retransmission after Release: %+v, %v", again, err)
+	}
+	if n, err := d.Recover(ctx); err != nil || n != 0 {
+		t.Fatalf("Recover = %d, %v; want 0 (released)", n, err)
+	}
+	// Not before the retention period has passed.
+	w.advance(59 * time.Minute)
+	if n, err := d.Sweep(ctx); err != nil || n != 0 {
+		t.Fatalf("Sweep within retention = %d, %v; want 0", n, err)
+	}
+	w.advance(2 * time.Minute)
+	if n, err := d.Sweep(ctx); err != nil || n != 1 {
+		t.Fatalf("Sweep after retention = %d, %v; want 1", n, err)
+	}
+	if _, err := s.Get(ctx, o.Iss, o.Hop); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("Get after the sweep = %v; want ErrNotFound", err)
+	}
+	if all, err := d.Flags(ctx, true); err != nil || len(all) != 0 {
+		t.Fatalf("flags after the sweep: %+v, %v; want the resolved flag pruned", all, err)
+	}
+	// A hop that is not accepted cannot be released.
+	b2, o2 := w.offer("")
+	if _, err := d.Receive(ctx, b2, "ctx", true); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.Finish(ctx, o2.Iss, o2.Hop, delegate.Outcome{State: store.Completed}); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Release(ctx, o2.Iss, o2.Hop, "why not"); !errors.Is(err, store.ErrConflict) {
+		t.Fatalf("Release of a completed hop = %v; want ErrConflict", err)
+	}
+}

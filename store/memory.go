@@ -1,8 +1,10 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -17,7 +19,8 @@ type Memory struct {
 	mu     sync.Mutex
 	hops   map[[2]string]*Record
 	issued map[string]*Issued
-	flags  []Flag
+	flags  []Flag // by ID, ascending
+	nextID int64
 	since  time.Time
 	closed bool
 }
@@ -71,6 +74,9 @@ func checkClaim(r *Record) error {
 	}
 	if r.Iss == "" || r.Hop == "" || len(r.Offer) == 0 || len(r.Digest.Val) == 0 {
 		return fmt.Errorf("store: a claim needs iss, hop, the offer and its digest")
+	}
+	if !r.Released.IsZero() {
+		return fmt.Errorf("store: a new hop is not released")
 	}
 	return nil
 }
@@ -139,6 +145,23 @@ func (m *Memory) Transition(_ context.Context, iss, hop string, from, to State, 
 	return nil
 }
 
+// Release implements Store.
+func (m *Memory) Release(_ context.Context, iss, hop string, now time.Time) error {
+	if err := m.lock(); err != nil {
+		return err
+	}
+	defer m.mu.Unlock()
+	r, ok := m.hops[[2]string{iss, hop}]
+	if !ok {
+		return ErrNotFound
+	}
+	if r.State != Accepted || !r.Released.IsZero() {
+		return fmt.Errorf("%w: only an accepted hop not yet released can be released; hop is %s (released %v)", ErrConflict, r.State, !r.Released.IsZero())
+	}
+	r.Released = now
+	return nil
+}
+
 // MarkCanceled implements Store.
 func (m *Memory) MarkCanceled(_ context.Context, iss, hop string) error {
 	return m.mark(iss, hop, func(r *Record) { r.Canceled = true })
@@ -168,7 +191,8 @@ func (m *Memory) Raise(_ context.Context, f Flag) (int64, error) {
 		return 0, err
 	}
 	defer m.mu.Unlock()
-	f.ID = int64(len(m.flags) + 1)
+	m.nextID++
+	f.ID = m.nextID
 	f.Resolved, f.Resolution = time.Time{}, ""
 	m.flags = append(m.flags, f)
 	return f.ID, nil
@@ -195,10 +219,11 @@ func (m *Memory) Resolve(_ context.Context, id int64, resolution string, now tim
 		return err
 	}
 	defer m.mu.Unlock()
-	if id < 1 || id > int64(len(m.flags)) {
+	i, ok := sort.Find(len(m.flags), func(i int) int { return cmp.Compare(id, m.flags[i].ID) })
+	if !ok {
 		return fmt.Errorf("store: no flag %d", id)
 	}
-	f := &m.flags[id-1]
+	f := &m.flags[i]
 	if !f.Resolved.IsZero() {
 		return fmt.Errorf("store: flag %d is already resolved", id)
 	}
@@ -219,7 +244,14 @@ func (m *Memory) Sweep(_ context.Context, now time.Time, retention time.Duration
 			n++
 		}
 	}
+	m.flags = slices.DeleteFunc(m.flags, func(f Flag) bool { return flagMayGo(f, now, retention) })
 	return n, nil
+}
+
+// flagMayGo: a resolved flag is kept for the retention period after its
+// resolution (draft "Kept Records"); an open one until it is resolved.
+func flagMayGo(f Flag, now time.Time, retention time.Duration) bool {
+	return !f.Resolved.IsZero() && now.After(f.Resolved.Add(retention))
 }
 
 // mayGo is the retention rule every store applies (draft "Freshness and
@@ -233,8 +265,10 @@ func mayGo(r *Record, now time.Time, retention time.Duration) bool {
 		return now.After(r.Decided.Add(retention))
 	case r.State == Received:
 		return true
+	case r.State == Accepted && !r.Released.IsZero():
+		return now.After(r.Released.Add(retention))
 	}
-	return false // Accepted: kept until the outcome is known or resolved
+	return false // Accepted: kept until the outcome is known or the operator releases it
 }
 
 // Since implements Store.

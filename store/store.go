@@ -80,6 +80,11 @@ type Record struct {
 	Received    time.Time // when the record was made
 	KeepUntil   time.Time // never forgotten before: the offer's exp plus the skew
 	Decided     time.Time // when a terminal state was recorded; zero before
+	// Released: when the operator released an "accepted" hop whose outcome
+	// cannot be learned (Release); zero otherwise. The hop stays accepted
+	// (nothing says it completed or failed) and may be swept once the
+	// retention period has passed since.
+	Released time.Time
 }
 
 // Outcome is the terminal record of taken work, written by a SQL store's
@@ -159,6 +164,15 @@ type Store interface {
 	// state from, and with ErrNotFound when there is no record.
 	Transition(ctx context.Context, iss, hop string, from, to State, status []byte, form handoff.Form, now time.Time) error
 
+	// Release records the operator's decision to stop waiting for the
+	// outcome of an "accepted" hop that cannot be learned (draft "Freshness
+	// and Replay": such a hop is kept until its operator resolves it). The
+	// hop stays accepted, with its last status: no "completed" or "failed"
+	// is invented. Sweep may then remove it once now is past both its
+	// KeepUntil and Released plus the retention. ErrConflict when the hop
+	// is not accepted or already released, ErrNotFound when there is none.
+	Release(ctx context.Context, iss, hop string, now time.Time) error
+
 	// MarkCanceled notes that a valid "canceled" for the hop was received.
 	MarkCanceled(ctx context.Context, iss, hop string) error
 	// MarkEquivocated notes that a second, different offer for the hop
@@ -174,8 +188,11 @@ type Store interface {
 
 	// Sweep removes the records that may go at now: past KeepUntil, and
 	// either terminal for longer than retention, or Received (nothing was
-	// ever sent for them). Accepted hops stay until their outcome is
-	// recorded or the operator resolves them. It returns how many went.
+	// ever sent for them), or Accepted and released (Release) longer than
+	// retention ago. Other accepted hops stay until their outcome is
+	// recorded or the operator releases them. It returns how many hop
+	// records went. It also removes the flags resolved longer than
+	// retention ago (open flags stay).
 	Sweep(ctx context.Context, now time.Time, retention time.Duration) (int, error)
 
 	// Since is when this store's memory begins: when it was created, or

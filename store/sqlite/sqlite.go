@@ -80,7 +80,12 @@ CREATE INDEX issued_due ON issued (resolved, next_ask)`,
 		// narrowed a sweep: terminal hops stay for the retention period
 		// (hours) past keep_until (minutes), so nearly every row is past
 		// keep_until and a sweep reads them all either way.
-		`DROP INDEX IF EXISTS hops_keep_until`},
+		`DROP INDEX IF EXISTS hops_keep_until`,
+		// 4: when the operator released an accepted hop whose outcome
+		// cannot be learned (store.Store.Release); 0 when not released.
+		// A claim leaves it at the default: the claim statement is as
+		// before.
+		`ALTER TABLE hops ADD COLUMN released INTEGER NOT NULL DEFAULT 0`},
 }
 
 // DSN returns the driver's data source name for a database file: WAL,

@@ -68,7 +68,9 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"ResolveTwiceOrUnknownFails", testResolveTwiceOrUnknownFails},
 		{"SweepRetentionRule", testSweepRetentionRule},
 		{"SweepZeroRetention", testSweepZeroRetention},
-		{"SweepLeavesFlags", testSweepLeavesFlags},
+		{"SweepPrunesResolvedFlagsAfterRetention", testSweepPrunesFlags},
+		{"ReleaseOnlyAcceptedOnce", testRelease},
+		{"SweepReleasedAfterRetention", testSweepReleased},
 		{"SweepManyRowsWithConcurrentClaims", testSweepMany},
 		{"SinceIsStable", testSinceIsStable},
 		{"ForgetDropsHopsKeepsFlagsMovesSince", testForget},
@@ -177,6 +179,9 @@ func DiffRecord(got, want *store.Record) []string {
 	}
 	if !got.Decided.Equal(want.Decided) {
 		add("Decided", got.Decided, want.Decided)
+	}
+	if !got.Released.Equal(want.Released) {
+		add("Released", got.Released, want.Released)
 	}
 	return d
 }
@@ -374,6 +379,13 @@ func testClaimRefusesBadState(t *testing.T, s store.Store) {
 		}
 		checkGone(t, s, Iss, r.Hop)
 	}
+	// A new hop is never released.
+	r := NewRecord("released", store.Accepted, 0)
+	r.Released = Base
+	if got, inserted, err := s.Claim(ctx, r); err == nil || inserted {
+		t.Errorf("Claim of a released record = %+v, inserted %v, %v; want an error", got, inserted, err)
+	}
+	checkGone(t, s, Iss, r.Hop)
 	// The store still takes a good claim.
 	put(t, s, "good", store.Received)
 }
@@ -826,22 +838,114 @@ func testSweepZeroRetention(t *testing.T, s store.Store) {
 	})
 }
 
-// Sweep removes hop records, never flags, open or resolved.
-func testSweepLeavesFlags(t *testing.T, s store.Store) {
+// Sweep removes the flags resolved longer than the retention period ago
+// (strictly), never an open one, and never a hop record for a flag.
+func testSweepPrunesFlags(t *testing.T, s store.Store) {
 	ctx := t.Context()
 	put(t, s, "f1", store.Received)
 	put(t, s, "f2", store.Rejected)
+	put(t, s, "f3", store.Accepted)
 	flags := raiseAll(t, s, sampleFlags())
-	if err := s.Resolve(ctx, flags[2].ID, "ok", Base.Add(time.Minute)); err != nil {
+	resolvedAt := []time.Time{Base.Add(time.Minute), {}, Base.Add(3 * time.Hour)}
+	for i, at := range resolvedAt {
+		if at.IsZero() {
+			continue
+		}
+		if err := s.Resolve(ctx, flags[i].ID, "ok", at); err != nil {
+			t.Fatal(err)
+		}
+		flags[i].Resolved, flags[i].Resolution = at, "ok"
+	}
+	steps := []struct {
+		now  time.Time
+		want []store.Flag
+	}{
+		{Base.Add(time.Minute + Retention), flags},
+		{Base.Add(time.Minute + Retention + time.Nanosecond), flags[1:]},
+		{Base.Add(3*time.Hour + Retention), flags[1:]},
+		{Base.Add(3*time.Hour + Retention + time.Nanosecond), flags[1:2]},
+		{Base.Add(1000 * time.Hour), flags[1:2]},
+	}
+	for _, st := range steps {
+		if _, err := s.Sweep(ctx, st.now, Retention); err != nil {
+			t.Fatalf("Sweep: %v", err)
+		}
+		checkFlags(t, fmt.Sprintf("Flags(all) after Sweep(now=Base+%v)", st.now.Sub(Base)), mustFlags(t, s, true), st.want)
+	}
+	checkFlags(t, "Flags(open)", mustFlags(t, s, false), flags[1:2])
+	mustGet(t, s, "f3") // accepted: stays
+	// Ids are not reused after pruning; the pruned ones cannot be resolved.
+	late := raiseAll(t, s, []store.Flag{{Kind: store.FlagEquivocation, Iss: Iss, Hop: "f4", Detail: "late", Created: Base}})
+	if late[0].ID <= flags[2].ID {
+		t.Errorf("a flag raised after pruning got id %d, not above %d", late[0].ID, flags[2].ID)
+	}
+	if err := s.Resolve(ctx, flags[0].ID, "again", Base.Add(2000*time.Hour)); err == nil {
+		t.Errorf("resolving a pruned flag succeeded")
+	}
+	if err := s.Resolve(ctx, late[0].ID, "ok", Base.Add(2000*time.Hour)); err != nil {
+		t.Errorf("Resolve after pruning: %v", err)
+	}
+}
+
+// Release marks an accepted hop released (Released = now) and changes
+// nothing else; it is ErrConflict on any other state or a second time,
+// ErrNotFound on a missing hop. A released hop still takes its outcome.
+func testRelease(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	at := Base.Add(time.Hour + time.Nanosecond)
+	for _, st := range allStates {
+		hop := "release-" + string(st)
+		want := put(t, s, hop, st)
+		err := s.Release(ctx, Iss, hop, at)
+		if st != store.Accepted {
+			if !errors.Is(err, store.ErrConflict) {
+				t.Errorf("Release of a %s hop = %v; want ErrConflict", st, err)
+			}
+			checkGet(t, s, hop, want)
+			continue
+		}
+		if err != nil {
+			t.Fatalf("Release: %v", err)
+		}
+		want.Released = at
+		checkGet(t, s, hop, want)
+		if err := s.Release(ctx, Iss, hop, at.Add(time.Hour)); !errors.Is(err, store.ErrConflict) {
+			t.Errorf("second Release = %v; want ErrConflict", err)
+		}
+		checkGet(t, s, hop, want)
+		// The operator learns the outcome after all.
+		want.State, want.Status, want.StatusForm, want.Decided = store.Failed, Status("late"), handoff.FormJWS, at.Add(time.Minute)
+		mustMove(t, s, hop, store.Accepted, store.Failed, want.Status, want.StatusForm, want.Decided)
+		checkGet(t, s, hop, want)
+	}
+	if err := s.Release(ctx, Iss, "absent", at); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("Release(absent) = %v; want ErrNotFound", err)
+	}
+}
+
+// A released accepted hop goes once now is strictly after both its
+// KeepUntil and Released plus the retention; an accepted hop not released
+// never goes.
+func testSweepReleased(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	K := Base.Add(keepFor)
+	put(t, s, "released-late", store.Accepted) // released at Base+1h: goes after Base+2h
+	if err := s.Release(ctx, Iss, "released-late", Base.Add(time.Hour)); err != nil {
 		t.Fatal(err)
 	}
-	flags[2].Resolved, flags[2].Resolution = Base.Add(time.Minute), "ok"
-	n, err := s.Sweep(ctx, Base.Add(24*time.Hour), Retention)
-	if err != nil || n != 2 {
-		t.Fatalf("Sweep = %d, %v; want 2", n, err)
+	put(t, s, "released-early", store.Accepted) // released at Base, retention 1h, kept until K
+	if err := s.Release(ctx, Iss, "released-early", Base.Add(-2*time.Hour)); err != nil {
+		t.Fatal(err)
 	}
-	checkFlags(t, "Flags(all) after Sweep", mustFlags(t, s, true), flags)
-	checkFlags(t, "Flags(open) after Sweep", mustFlags(t, s, false), flags[:2])
+	put(t, s, "accepted", store.Accepted)
+	ns := time.Nanosecond
+	runSweep(t, s, Retention, []string{"released-late", "released-early", "accepted"}, []sweepStep{
+		{K, nil},
+		{K.Add(ns), []string{"released-early"}},
+		{Base.Add(2 * time.Hour), nil},
+		{Base.Add(2*time.Hour + ns), []string{"released-late"}},
+		{Base.Add(1000 * time.Hour), nil},
+	})
 }
 
 // claimMany claims the records from 16 goroutines (a SQL store commits
@@ -1138,6 +1242,7 @@ func testClosed(t *testing.T, s store.Store) {
 	_, err = s.Hops(ctx, store.Accepted, store.HopKey{}, 10)
 	check("Hops", err)
 	check("Transition", s.Transition(ctx, Iss, "h", store.Accepted, store.Completed, Status("c"), handoff.FormJWS, Base))
+	check("Release", s.Release(ctx, Iss, "h", Base))
 	check("MarkCanceled", s.MarkCanceled(ctx, Iss, "h"))
 	check("MarkEquivocated", s.MarkEquivocated(ctx, Iss, "h"))
 	_, err = s.Raise(ctx, sampleFlags()[1])

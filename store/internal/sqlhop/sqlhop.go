@@ -84,12 +84,17 @@ func (s *DB) open() error {
 }
 
 type queries struct {
-	claim, get, hops, transition, transitionKeep, cancel, equivocated, raise, flags, flagsAll, resolve, sweepEnd, sweep, sweepLast, getSince, forget, setSince, getForUpdate string
+	claim, get, hops, transition, transitionKeep, cancel, release, pruneFlags, equivocated, raise, flags, flagsAll, resolve, sweepEnd, sweep, sweepLast, getSince, forget, setSince, getForUpdate string
 }
 
 const hopCols = `iss, hop, digest_alg, digest, offer, offer_form, state, status, status_form, canceled, equivocated, received, keep_until, decided`
 
 const hopColCount = 14
+
+// selCols are the columns a read returns: hopCols and released, which a
+// claim leaves at its default (a new hop is never released), so the claim
+// statement stays as it was.
+const selCols = hopCols + `, released`
 
 func (d Dialect) bind(q string) string {
 	if !d.Dollar {
@@ -118,13 +123,15 @@ func Open(ctx context.Context, db *sql.DB, d Dialect, now time.Time) (*DB, error
 	b := d.bind
 	s.q = queries{
 		claim: b(`INSERT INTO hops (` + hopCols + `) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?) ON CONFLICT (iss, hop) DO NOTHING`),
-		get:   b(`SELECT ` + hopCols + ` FROM hops WHERE iss = ? AND hop = ?`),
-		hops: b(`SELECT ` + hopCols + ` FROM hops WHERE state = ? AND (iss` + d.ByteOrder + ` > ? OR (iss = ? AND hop` + d.ByteOrder + ` > ?))
+		get:   b(`SELECT ` + selCols + ` FROM hops WHERE iss = ? AND hop = ?`),
+		hops: b(`SELECT ` + selCols + ` FROM hops WHERE state = ? AND (iss` + d.ByteOrder + ` > ? OR (iss = ? AND hop` + d.ByteOrder + ` > ?))
 			ORDER BY iss` + d.ByteOrder + `, hop` + d.ByteOrder + ` LIMIT ?`),
 		transition: b(`UPDATE hops SET state = ?, status = ?, status_form = ?, decided = ?
 			WHERE iss = ? AND hop = ? AND state = ?`),
 		transitionKeep: b(`UPDATE hops SET state = ?, decided = ? WHERE iss = ? AND hop = ? AND state = ?`),
 		cancel:         b(`UPDATE hops SET canceled = 1 WHERE iss = ? AND hop = ?`),
+		release:        b(`UPDATE hops SET released = ? WHERE iss = ? AND hop = ? AND state = 'accepted' AND released = 0`),
+		pruneFlags:     b(`DELETE FROM flags WHERE resolved <> 0 AND resolved < ?`),
 		equivocated:    b(`UPDATE hops SET equivocated = 1 WHERE iss = ? AND hop = ?`),
 		raise:          b(`INSERT INTO flags (kind, iss, hop, detail, created) VALUES (?,?,?,?,?) RETURNING id`),
 		flags:          b(`SELECT id, kind, iss, hop, detail, created, resolved, resolution FROM flags WHERE resolved = 0 ORDER BY id`),
@@ -139,7 +146,7 @@ func Open(ctx context.Context, db *sql.DB, d Dialect, now time.Time) (*DB, error
 		getSince:     b(`SELECT v FROM meta WHERE k = 'since'`),
 		forget:       b(`DELETE FROM hops`),
 		setSince:     b(`UPDATE meta SET v = ? WHERE k = 'since'`),
-		getForUpdate: b(`SELECT ` + hopCols + ` FROM hops WHERE iss = ? AND hop = ? ` + d.ForUpdate),
+		getForUpdate: b(`SELECT ` + selCols + ` FROM hops WHERE iss = ? AND hop = ? ` + d.ForUpdate),
 	}
 	var err error
 	if s.claim, err = db.PrepareContext(ctx, s.q.claim); err != nil {
@@ -422,9 +429,9 @@ func scanHop(row scanner) (*store.Record, error) {
 	var r store.Record
 	var state string
 	var offerForm, statusForm, canceled, equivocated int
-	var received, keep, decided int64
+	var received, keep, decided, released int64
 	if err := row.Scan(&r.Iss, &r.Hop, &r.Digest.Alg, &r.Digest.Val, &r.Offer, &offerForm, &state, &r.Status,
-		&statusForm, &canceled, &equivocated, &received, &keep, &decided); err != nil {
+		&statusForm, &canceled, &equivocated, &received, &keep, &decided, &released); err != nil {
 		if errors.Is(err, sql.ErrNoRows) {
 			return nil, store.ErrNotFound
 		}
@@ -433,7 +440,7 @@ func scanHop(row scanner) (*store.Record, error) {
 	r.OfferForm, r.StatusForm = handoff.Form(offerForm), handoff.Form(statusForm)
 	r.State = store.State(state)
 	r.Canceled, r.Equivocated = canceled != 0, equivocated != 0
-	r.Received, r.KeepUntil, r.Decided = fromNanos(received), fromNanos(keep), fromNanos(decided)
+	r.Received, r.KeepUntil, r.Decided, r.Released = fromNanos(received), fromNanos(keep), fromNanos(decided), fromNanos(released)
 	if !r.State.Valid() {
 		return nil, fmt.Errorf("store: hop %s of %q has an unknown state %q", r.Hop, r.Iss, state)
 	}
@@ -452,6 +459,9 @@ func (s *DB) Claim(ctx context.Context, r *store.Record) (*store.Record, bool, e
 	}
 	if r.Iss == "" || r.Hop == "" || len(r.Offer) == 0 || len(r.Digest.Val) == 0 {
 		return nil, false, errors.New("store: a claim needs iss, hop, the offer and its digest")
+	}
+	if !r.Released.IsZero() {
+		return nil, false, errors.New("store: a new hop is not released")
 	}
 	if s.idle == nil {
 		return s.claimOne(ctx, r)
@@ -606,6 +616,27 @@ func (s *DB) RecordOutcome(ctx context.Context, iss, hop string, now time.Time, 
 	return nil
 }
 
+// Release implements store.Store.
+func (s *DB) Release(ctx context.Context, iss, hop string, now time.Time) error {
+	if err := s.open(); err != nil {
+		return err
+	}
+	res, err := s.db.ExecContext(ctx, s.q.release, nanos(now), iss, hop)
+	if err != nil {
+		return fmt.Errorf("store: release: %w", err)
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return fmt.Errorf("store: release: %w", err)
+	} else if n == 1 {
+		return nil
+	}
+	r, err := scanHop(s.db.QueryRowContext(ctx, s.q.get, iss, hop))
+	if err != nil {
+		return err
+	}
+	return fmt.Errorf("%w: only an accepted hop not yet released can be released; hop is %s (released %v)", store.ErrConflict, r.State, !r.Released.IsZero())
+}
+
 // MarkCanceled implements store.Store.
 func (s *DB) MarkCanceled(ctx context.Context, iss, hop string) error {
 	if err := s.open(); err != nil {
@@ -691,7 +722,8 @@ func (s *DB) Resolve(ctx context.Context, id int64, resolution string, now time.
 
 // sweepCond is the retention rule (store.Store.Sweep) in SQL; its
 // parameters are now and now minus the retention.
-const sweepCond = `keep_until < ? AND ((state IN ('rejected', 'completed', 'failed') AND decided < ?) OR state = 'received')`
+const sweepCond = `keep_until < ? AND ((state IN ('rejected', 'completed', 'failed') AND decided < ?) OR state = 'received'
+	OR (state = 'accepted' AND released <> 0 AND released < ?))`
 
 // sweepBatch is how many rows one sweep statement examines.
 const sweepBatch = 500
@@ -722,9 +754,9 @@ func (s *DB) Sweep(ctx context.Context, now time.Time, retention time.Duration) 
 		}
 		var res sql.Result
 		if last {
-			res, err = s.db.ExecContext(ctx, s.q.sweepLast, lo.Iss, lo.Hop, cut, old)
+			res, err = s.db.ExecContext(ctx, s.q.sweepLast, lo.Iss, lo.Hop, cut, old, old)
 		} else {
-			res, err = s.db.ExecContext(ctx, s.q.sweep, lo.Iss, lo.Hop, hi.Iss, hi.Hop, cut, old)
+			res, err = s.db.ExecContext(ctx, s.q.sweep, lo.Iss, lo.Hop, hi.Iss, hi.Hop, cut, old, old)
 		}
 		if err != nil {
 			return total, fmt.Errorf("store: sweep: %w", err)
@@ -735,10 +767,14 @@ func (s *DB) Sweep(ctx context.Context, now time.Time, retention time.Duration) 
 		}
 		total += int(n)
 		if last {
-			return total, nil
+			break
 		}
 		lo = hi
 	}
+	if _, err := s.db.ExecContext(ctx, s.q.pruneFlags, old); err != nil {
+		return total, fmt.Errorf("store: sweep: flags: %w", err)
+	}
+	return total, nil
 }
 
 // Since implements store.Store.
