@@ -83,7 +83,7 @@ func TestSDKCancelBypassesSendingMiddleware(t *testing.T) {
 	cctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() {
-		_, err := cs.CallTool(cctx, &mcp.CallToolParams{Name: "run-tests", Arguments: args{Mode: "block"}, Meta: mcp.Meta{mcphandoff.Key: v}})
+		_, err := cs.CallTool(cctx, callCarrying("block", v))
 		done <- err
 	}()
 	wait(t, e.entered, "the tool to start")

@@ -251,7 +251,7 @@ func checkChainCall(t *testing.T, e *env, cs *mcp.ClientSession, enc handoff.Enc
 	if err != nil {
 		t.Fatal(err)
 	}
-	params := &mcp.CallToolParams{Name: "run-tests", Arguments: args{Mode: "ok"}, Meta: mcp.Meta{mcphandoff.Key: v}}
+	params := callCarrying("ok", v)
 	runs := e.runs.Load()
 	res, err := cs.CallTool(ctx, params)
 	if err != nil {

@@ -263,6 +263,15 @@ func call(mode string) *mcp.CallToolParams {
 	return &mcp.CallToolParams{Name: "run-tests", Arguments: args{Mode: mode}}
 }
 
+// callCarrying is call(mode) with v, a Handoff as the wire carries it,
+// under Key: sent with the plain SDK call, as a client that does not track
+// the hop (or sends what it likes) would.
+func callCarrying(mode string, v any) *mcp.CallToolParams {
+	p := call(mode)
+	p.Meta = mcp.Meta{mcphandoff.Key: v}
+	return p
+}
+
 func statusOf(t *testing.T, r *mcphandoff.Reply) *handoff.Status {
 	t.Helper()
 	if r == nil || r.Status == nil {
@@ -294,6 +303,90 @@ func wait[T any](t *testing.T, c <-chan T, what string) T {
 		t.Fatalf("timed out waiting for %s", what)
 	}
 	panic("unreachable")
+}
+
+// wantRecord fails unless the delegate's record of hop is canceled (or
+// not) and in state; note ends the failure message.
+func (e *env) wantRecord(t *testing.T, hop string, canceled bool, state store.State, note string) {
+	t.Helper()
+	rec, err := e.dstore.Get(context.Background(), planner, hop)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec.Canceled != canceled || rec.State != state {
+		t.Fatalf("record: canceled %v, state %s%s", rec.Canceled, rec.State, note)
+	}
+}
+
+// wantUnknownOutcome fails unless the delegate's only flag is the
+// unknown outcome of hop (draft "Knowing the Outcome": the hop stays
+// accepted, flagged, never guessed).
+func (e *env) wantUnknownOutcome(t *testing.T, hop string) {
+	t.Helper()
+	flags, err := e.d.Flags(context.Background(), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(flags) != 1 || flags[0].Kind != store.FlagUnknownOutcome || flags[0].Hop != hop {
+		t.Fatalf("flags: %+v", flags)
+	}
+}
+
+// callResult is what Client.Call returned on startBlocking's goroutine.
+type callResult struct {
+	r   *mcphandoff.Reply
+	err error
+}
+
+// startBlocking sends h over cs with call("block") on a goroutine of its
+// own and returns once the tool has started under the hop: first delivers
+// what Call returned, and closing release lets the run complete.
+func (e *env) startBlocking(t *testing.T, hc *mcphandoff.Client, cs *mcp.ClientSession, h *handoff.Handoff) (first <-chan callResult, release chan struct{}) {
+	t.Helper()
+	release = e.gate()
+	done := make(chan callResult, 1)
+	go func() {
+		r, err := hc.Call(context.Background(), cs, call("block"), h)
+		done <- callResult{r, err}
+	}()
+	wait(t, e.entered, "the tool to start")
+	return done, release
+}
+
+// waitReply waits for the call startBlocking started, which must not
+// fail, and returns its reply.
+func waitReply(t *testing.T, c <-chan callResult, what string) *mcphandoff.Reply {
+	t.Helper()
+	res := wait(t, c, what)
+	if res.err != nil {
+		t.Error(res.err)
+	}
+	return res.r
+}
+
+// cancelRunning cancels hop, whose call (first, from startBlocking) is
+// running in the tool, with the delegator's signed "canceled" over cs
+// (draft "Carrying the Element", MCP; D9), and checks that the status is
+// the planner's "canceled", that the call ends with context.Canceled and
+// that the tool's work stopped. It returns the status once the server's
+// work is over.
+func (e *env) cancelRunning(t *testing.T, hc *mcphandoff.Client, cs *mcp.ClientSession, hop string, first <-chan callResult) handoff.Element {
+	t.Helper()
+	st, err := hc.Cancel(context.Background(), cs, hop)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, s, _ := handoff.UnsafeDecode(st); s.State != handoff.StateCanceled || s.Iss != planner {
+		t.Fatalf("cancel status %+v", s)
+	}
+	if err := wait(t, first, "the canceled call").err; !errors.Is(err, context.Canceled) {
+		t.Fatalf("canceled call returned %v", err)
+	}
+	if got := wait(t, e.stopped, "the work to stop"); got != hop {
+		t.Fatalf("stopped %s, want %s", got, hop)
+	}
+	e.srv.Wait()
+	return st
 }
 
 var matrix = []struct {
@@ -427,7 +520,7 @@ func TestStatuses(t *testing.T) {
 					}
 					// Sent as a delegator that does not track the hop would:
 					// the plain SDK call with the Handoff under the key.
-					res, err := e.cs.CallTool(ctx, &mcp.CallToolParams{Name: "run-tests", Arguments: args{Mode: "ok"}, Meta: mcp.Meta{mcphandoff.Key: v}})
+					res, err := e.cs.CallTool(ctx, callCarrying("ok", v))
 					if err != nil {
 						t.Fatal(err)
 					}
@@ -478,16 +571,7 @@ func TestStatuses(t *testing.T) {
 
 			t.Run("a retransmission while the work runs gets accepted", func(t *testing.T) {
 				h, hop := e.offer(e.dl, tester, "running")
-				release := e.gate()
-				first := make(chan *mcphandoff.Reply, 1)
-				go func() {
-					r, err := e.hc.Call(ctx, e.cs, call("block"), h)
-					if err != nil {
-						t.Error(err)
-					}
-					first <- r
-				}()
-				wait(t, e.entered, "the tool to start")
+				first, release := e.startBlocking(t, e.hc, e.cs, h)
 				runs := e.runs.Load()
 				r, err := e.hc.Ask(ctx, e.cs, hop.Hop)
 				if err != nil {
@@ -497,7 +581,7 @@ func TestStatuses(t *testing.T) {
 					t.Fatalf("state %s, hop %+v", r.State, r.Hop)
 				}
 				close(release)
-				done := wait(t, first, "the first call")
+				done := waitReply(t, first, "the first call")
 				if done == nil || done.State != handoff.StateCompleted || !done.Hop.Resolved {
 					t.Fatalf("first call: %+v", done)
 				}
@@ -515,16 +599,7 @@ func TestStatuses(t *testing.T) {
 
 			t.Run("equivocation: the second offer is refused with no status, the first's work stops and fails", func(t *testing.T) {
 				h, hop := e.offer(e.dl, tester, "equivocated")
-				e.gate()
-				first := make(chan *mcphandoff.Reply, 1)
-				go func() {
-					r, err := e.hc.Call(ctx, e.cs, call("block"), h)
-					if err != nil {
-						t.Error(err)
-					}
-					first <- r
-				}()
-				wait(t, e.entered, "the tool to start")
+				first, _ := e.startBlocking(t, e.hc, e.cs, h)
 				o, _, _ := handoff.UnsafeDecode(h.Offer)
 				o2 := *o
 				o2.Iat++
@@ -533,7 +608,7 @@ func TestStatuses(t *testing.T) {
 					t.Fatal(err)
 				}
 				v, _ := mcphandoff.HandoffValue(&handoff.Handoff{Offer: el}, m.enc)
-				res, err := e.cs.CallTool(ctx, &mcp.CallToolParams{Name: "run-tests", Arguments: args{Mode: "ok"}, Meta: mcp.Meta{mcphandoff.Key: v}})
+				res, err := e.cs.CallTool(ctx, callCarrying("ok", v))
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -541,7 +616,7 @@ func TestStatuses(t *testing.T) {
 					t.Fatalf("second offer: IsError %v, status present %v", res.IsError, has)
 				}
 				wait(t, e.stopped, "the first offer's work to stop")
-				r := wait(t, first, "the first call")
+				r := waitReply(t, first, "the first call")
 				// The work was taken and stopped: "failed" with reason
 				// equivocation, naming the first offer.
 				if r == nil || r.State != handoff.StateFailed || r.Reason != handoff.ReasonEquivocation || !statusOf(t, r).Offer.Equal(h.Offer.Digest()) {
@@ -562,34 +637,9 @@ func TestStatuses(t *testing.T) {
 
 			t.Run("canceled via notifications/cancelled stops the work; asking again learns the outcome", func(t *testing.T) {
 				h, hop := e.offer(e.dl, tester, "canceled")
-				e.gate()
-				first := make(chan error, 1)
-				go func() {
-					_, err := e.hc.Call(ctx, e.cs, call("block"), h)
-					first <- err
-				}()
-				wait(t, e.entered, "the tool to start")
-				st, err := e.hc.Cancel(ctx, e.cs, hop.Hop)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if _, s, _ := handoff.UnsafeDecode(st); s.State != handoff.StateCanceled || s.Iss != planner {
-					t.Fatalf("cancel status %+v", s)
-				}
-				if err := wait(t, first, "the canceled call"); !errors.Is(err, context.Canceled) {
-					t.Fatalf("canceled call returned %v", err)
-				}
-				if got := wait(t, e.stopped, "the work to stop"); got != hop.Hop {
-					t.Fatalf("stopped %s, want %s", got, hop.Hop)
-				}
-				e.srv.Wait()
-				rec, err := e.dstore.Get(ctx, planner, hop.Hop)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if !rec.Canceled || rec.State != store.Failed {
-					t.Fatalf("record: canceled %v, state %s", rec.Canceled, rec.State)
-				}
+				first, _ := e.startBlocking(t, e.hc, e.cs, h)
+				e.cancelRunning(t, e.hc, e.cs, hop.Hop, first)
+				e.wantRecord(t, hop.Hop, true, store.Failed, "")
 				// The cancel leaves the hop unresolved until the delegate's
 				// outcome arrives by asking again.
 				r, err := e.hc.Ask(ctx, e.cs, hop.Hop)
@@ -657,7 +707,7 @@ func TestUnauthenticatedRetransmission(t *testing.T) {
 				t.Fatalf("Ask of a hop this client never sent: %v", err)
 			}
 			v, _ := mcphandoff.HandoffValue(h, enc)
-			res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "run-tests", Arguments: args{Mode: "ok"}, Meta: mcp.Meta{mcphandoff.Key: v}})
+			res, err := cs.CallTool(ctx, callCarrying("ok", v))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -684,13 +734,7 @@ func TestUnknownOutcome(t *testing.T) {
 	if r.State != handoff.StateAccepted || r.Hop.Resolved || !r.Result.IsError {
 		t.Fatalf("state %s, hop %+v", r.State, r.Hop)
 	}
-	flags, err := e.d.Flags(ctx, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(flags) != 1 || flags[0].Kind != store.FlagUnknownOutcome || flags[0].Hop != hop.Hop {
-		t.Fatalf("flags: %+v", flags)
-	}
+	e.wantUnknownOutcome(t, hop.Hop)
 }
 
 // TestPlainCalls: a tools/call without a handoff is refused unless the
@@ -709,7 +753,7 @@ func TestPlainCalls(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, bad := range []any{42, "not base64url!", map[string]any{"offer": 7}, nil} {
-		res, err := e.cs.CallTool(ctx, &mcp.CallToolParams{Name: "run-tests", Arguments: args{Mode: "ok"}, Meta: mcp.Meta{mcphandoff.Key: bad}})
+		res, err := e.cs.CallTool(ctx, callCarrying("ok", bad))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -835,16 +879,7 @@ func TestForgedCancelIgnored(t *testing.T) {
 	e := newEnv(t, handoff.FormJWS, handoff.JSON)
 	ctx := context.Background()
 	h, hop := e.offer(e.dl, tester, "forged-cancel")
-	release := e.gate()
-	first := make(chan *mcphandoff.Reply, 1)
-	go func() {
-		r, err := e.hc.Call(ctx, e.cs, call("block"), h)
-		if err != nil {
-			t.Error(err)
-		}
-		first <- r
-	}()
-	wait(t, e.entered, "the tool to start")
+	first, release := e.startBlocking(t, e.hc, e.cs, h)
 	forged, err := e.signers[other].SignStatus(&handoff.Status{Offer: h.Offer.Digest(), Iss: planner, Aud: tester,
 		Iat: time.Now().Unix(), State: handoff.StateCanceled}, handoff.FormJWS)
 	if err != nil {
@@ -870,7 +905,7 @@ func TestForgedCancelIgnored(t *testing.T) {
 		t.Fatal("a forged cancel marked the hop canceled")
 	}
 	close(release)
-	if r := wait(t, first, "the call"); r == nil || r.State != handoff.StateCompleted {
+	if r := waitReply(t, first, "the call"); r == nil || r.State != handoff.StateCompleted {
 		t.Fatalf("the work did not complete: %+v", r)
 	}
 }

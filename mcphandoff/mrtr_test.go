@@ -15,6 +15,49 @@ import (
 	"github.com/quantumlearningmachines/handoff/store"
 )
 
+// connectAsking opens an MCP session for hc whose elicitation handler is
+// answer (the client's side of a multi-round-trip tool, SEP-2322), over
+// HTTP through Client.HTTPClient, with a recorder of the POST bodies,
+// asking for protocol version ("": the SDK's latest).
+func (e *env) connectAsking(t *testing.T, hc *mcphandoff.Client, version string, answer func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error)) (*mcp.ClientSession, *recorder) {
+	t.Helper()
+	cl := mcp.NewClient(&mcp.Implementation{Name: "planner", Version: "1"}, &mcp.ClientOptions{ElicitationHandler: answer})
+	if err := hc.Attach(cl); err != nil {
+		t.Fatal(err)
+	}
+	rec := &recorder{base: bearer{"planner-token", http.DefaultTransport}}
+	cs, err := cl.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: e.url,
+		HTTPClient: hc.HTTPClient(&http.Client{Transport: rec})},
+		&mcp.ClientSessionOptions{ProtocolVersion: version})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cs.Close() })
+	return cs, rec
+}
+
+// unitSuite is the client's answer to the "ask" tool's question.
+func unitSuite() *mcp.ElicitResult {
+	return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"suite": "unit"}}
+}
+
+// wantTwoRounds checks a multi-round-trip call that ended well: the client
+// was asked once, the tool ran twice, both rounds under hop (the retry is
+// a round, not a retransmission), and the last round's result is the
+// outcome, "completed" and resolved (draft "Knowing the Outcome").
+func (e *env) wantTwoRounds(t *testing.T, asked int, hop string, r *mcphandoff.Reply) {
+	t.Helper()
+	if asked != 1 || e.runs.Load() != 2 {
+		t.Fatalf("asked %d times, tool ran %d times; want 1 and 2", asked, e.runs.Load())
+	}
+	if wait(t, e.entered, "round 1") != hop || wait(t, e.entered, "round 2") != hop {
+		t.Fatal("a round ran under another hop")
+	}
+	if r.State != handoff.StateCompleted || !r.Hop.Resolved || textOf(r.Result) != "suite unit passed" {
+		t.Fatalf("state %s, hop %+v, result %q", r.State, r.Hop, textOf(r.Result))
+	}
+}
+
 // TestMultiRoundTrip: a tool that asks the client for input (SEP-2322,
 // InputRequests in its result) is not done after its first round (draft
 // "Knowing the Outcome": a result that asks for input is no outcome). The
@@ -43,22 +86,10 @@ func TestMultiRoundTrip(t *testing.T) {
 				t.Fatal(err)
 			}
 			asked := 0
-			cl := mcp.NewClient(&mcp.Implementation{Name: "planner", Version: "1"}, &mcp.ClientOptions{
-				ElicitationHandler: func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
-					asked++
-					return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"suite": "unit"}}, nil
-				}})
-			if err := hc.Attach(cl); err != nil {
-				t.Fatal(err)
-			}
-			rec := &recorder{base: bearer{"planner-token", http.DefaultTransport}}
-			cs, err := cl.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: e.url,
-				HTTPClient: hc.HTTPClient(&http.Client{Transport: rec})},
-				&mcp.ClientSessionOptions{ProtocolVersion: version})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer cs.Close()
+			cs, _ := e.connectAsking(t, hc, version, func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+				asked++
+				return unitSuite(), nil
+			})
 			if v := cs.InitializeResult().ProtocolVersion; v != "2025-11-25" {
 				t.Fatalf("negotiated %q; this test is about the server-side rounds below 2026-07-28", v)
 			}
@@ -70,15 +101,7 @@ func TestMultiRoundTrip(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if asked != 1 || e.runs.Load() != 2 {
-				t.Fatalf("asked %d times, tool ran %d times; want 1 and 2", asked, e.runs.Load())
-			}
-			if wait(t, e.entered, "round 1") != hop.Hop || wait(t, e.entered, "round 2") != hop.Hop {
-				t.Fatal("a round ran under another hop")
-			}
-			if r.State != handoff.StateCompleted || !r.Hop.Resolved || textOf(r.Result) != "suite unit passed" {
-				t.Fatalf("state %s, hop %+v, result %q", r.State, r.Hop, textOf(r.Result))
-			}
+			e.wantTwoRounds(t, asked, hop.Hop, r)
 			// Done: a retransmission is answered from the record, with the
 			// identical octets, and runs nothing.
 			again, err := hc.Ask(ctx, cs, hop.Hop)
@@ -105,30 +128,20 @@ func TestMultiRoundTripCanceledBetweenRounds(t *testing.T) {
 	}
 	var cs *mcp.ClientSession
 	var hopID string
-	cl := mcp.NewClient(&mcp.Implementation{Name: "planner", Version: "1"}, &mcp.ClientOptions{
-		ElicitationHandler: func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
-			// Between the rounds: the delegator cancels, and answers only
-			// once the delegate has recorded the cancel.
-			if _, err := hc.Cancel(ctx, cs, hopID); err != nil {
-				t.Error(err)
+	cs, _ = e.connectAsking(t, hc, "", func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+		// Between the rounds: the delegator cancels, and answers only
+		// once the delegate has recorded the cancel.
+		if _, err := hc.Cancel(ctx, cs, hopID); err != nil {
+			t.Error(err)
+		}
+		for i := 0; i < 500; i++ {
+			if rec, err := e.dstore.Get(ctx, planner, hopID); err == nil && rec.Canceled {
+				break
 			}
-			for i := 0; i < 500; i++ {
-				if rec, err := e.dstore.Get(ctx, planner, hopID); err == nil && rec.Canceled {
-					break
-				}
-				time.Sleep(10 * time.Millisecond)
-			}
-			return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"suite": "unit"}}, nil
-		}})
-	if err := hc.Attach(cl); err != nil {
-		t.Fatal(err)
-	}
-	cs, err = cl.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: e.url,
-		HTTPClient: hc.HTTPClient(&http.Client{Transport: bearer{"planner-token", http.DefaultTransport}})}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cs.Close()
+			time.Sleep(10 * time.Millisecond)
+		}
+		return unitSuite(), nil
+	})
 	h, hop, err := e.dl.Offer(ctx, delegator.Offer{Aud: tester, Dialog: cs.ID(), Work: "ask-cancel"})
 	if err != nil {
 		t.Fatal(err)
@@ -140,20 +153,8 @@ func TestMultiRoundTripCanceledBetweenRounds(t *testing.T) {
 	if n := e.runs.Load(); n != 1 {
 		t.Fatalf("tool ran %d times; the round after the cancel must not run", n)
 	}
-	rec, err := e.dstore.Get(ctx, planner, hop.Hop)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !rec.Canceled || rec.State != store.Accepted {
-		t.Fatalf("record: canceled %v, state %s", rec.Canceled, rec.State)
-	}
-	flags, err := e.d.Flags(ctx, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(flags) != 1 || flags[0].Kind != store.FlagUnknownOutcome || flags[0].Hop != hop.Hop {
-		t.Fatalf("flags: %+v", flags)
-	}
+	e.wantRecord(t, hop.Hop, true, store.Accepted, "")
+	e.wantUnknownOutcome(t, hop.Hop)
 }
 
 // TestMultiRoundTripClientRetries drives the rounds of a multi-round-trip
@@ -198,45 +199,34 @@ func TestMultiRoundTripClientRetries(t *testing.T) {
 			var hopID string
 			var handoffValue any
 			asked := 0
-			cl := mcp.NewClient(&mcp.Implementation{Name: "planner", Version: "1"}, &mcp.ClientOptions{
-				ElicitationHandler: func(ctx context.Context, _ *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
-					// Between the rounds, in the SDK client's own retry loop:
-					// the first round's reply has come back to the client.
-					asked++
-					rec, err := e.dstore.Get(ctx, planner, hopID)
-					if err != nil {
-						t.Error(err)
-					} else if rec.State != store.Accepted {
-						// draft "Knowing the Outcome": asking for input is no outcome.
-						t.Errorf("between rounds the hop is %s, want accepted", rec.State)
-					}
-					if flags, err := e.d.Flags(ctx, false); err != nil || len(flags) != 0 {
-						t.Errorf("between rounds: flags %+v, %v", flags, err)
-					}
-					// The same Handoff with an answer, from a sender not
-					// authenticated as the offer's iss: no status, no round
-					// (draft "Replay and Freshness"), and the hop still
-					// awaits the delegator's answer.
-					res, err := stranger.CallTool(ctx, &mcp.CallToolParams{Name: "run-tests", Arguments: args{Mode: "ask"},
-						Meta:           mcp.Meta{mcphandoff.Key: handoffValue},
-						InputResponses: mcp.InputResponseMap{"suite": &mcp.ElicitResult{Action: "accept", Content: map[string]any{"suite": "stolen"}}}})
-					if err != nil {
-						t.Error(err)
-					} else if _, has := res.Meta[mcphandoff.Key]; has || e.runs.Load() != 1 {
-						t.Errorf("a stranger's retry: status present %v, tool ran %d times", has, e.runs.Load())
-					}
-					return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"suite": "unit"}}, nil
-				}})
-			if err := hc.Attach(cl); err != nil {
-				t.Fatal(err)
-			}
-			rec := &recorder{base: bearer{"planner-token", http.DefaultTransport}}
-			cs, err := cl.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: e.url,
-				HTTPClient: hc.HTTPClient(&http.Client{Transport: rec})}, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer cs.Close()
+			cs, rec := e.connectAsking(t, hc, "", func(ctx context.Context, _ *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+				// Between the rounds, in the SDK client's own retry loop:
+				// the first round's reply has come back to the client.
+				asked++
+				rec, err := e.dstore.Get(ctx, planner, hopID)
+				if err != nil {
+					t.Error(err)
+				} else if rec.State != store.Accepted {
+					// draft "Knowing the Outcome": asking for input is no outcome.
+					t.Errorf("between rounds the hop is %s, want accepted", rec.State)
+				}
+				if flags, err := e.d.Flags(ctx, false); err != nil || len(flags) != 0 {
+					t.Errorf("between rounds: flags %+v, %v", flags, err)
+				}
+				// The same Handoff with an answer, from a sender not
+				// authenticated as the offer's iss: no status, no round
+				// (draft "Replay and Freshness"), and the hop still
+				// awaits the delegator's answer.
+				res, err := stranger.CallTool(ctx, &mcp.CallToolParams{Name: "run-tests", Arguments: args{Mode: "ask"},
+					Meta:           mcp.Meta{mcphandoff.Key: handoffValue},
+					InputResponses: mcp.InputResponseMap{"suite": &mcp.ElicitResult{Action: "accept", Content: map[string]any{"suite": "stolen"}}}})
+				if err != nil {
+					t.Error(err)
+				} else if _, has := res.Meta[mcphandoff.Key]; has || e.runs.Load() != 1 {
+					t.Errorf("a stranger's retry: status present %v, tool ran %d times", has, e.runs.Load())
+				}
+				return unitSuite(), nil
+			})
 			if v := cs.InitializeResult().ProtocolVersion; v != "2026-07-28" {
 				t.Fatalf("negotiated protocol %q: the client's own retry loop runs only at 2026-07-28 and later", v)
 			}
@@ -257,15 +247,7 @@ func TestMultiRoundTripClientRetries(t *testing.T) {
 			if n, m := rec.count(`"method":"tools/call"`), rec.count(`"inputResponses"`); n != 2 || m != 1 {
 				t.Fatalf("%d tools/call POSTs, %d with inputResponses; want 2 and 1", n, m)
 			}
-			if asked != 1 || e.runs.Load() != 2 {
-				t.Fatalf("asked %d times, tool ran %d times; want 1 and 2", asked, e.runs.Load())
-			}
-			if wait(t, e.entered, "round 1") != hop.Hop || wait(t, e.entered, "round 2") != hop.Hop {
-				t.Fatal("a round ran under another hop")
-			}
-			if r.State != handoff.StateCompleted || !r.Hop.Resolved || textOf(r.Result) != "suite unit passed" {
-				t.Fatalf("state %s, hop %+v, result %q", r.State, r.Hop, textOf(r.Result))
-			}
+			e.wantTwoRounds(t, asked, hop.Hop, r)
 			e.srv.Wait()
 			if flags, err := e.d.Flags(ctx, false); err != nil || len(flags) != 0 {
 				t.Fatalf("flags %+v, %v", flags, err)
@@ -311,30 +293,19 @@ func TestMultiRoundTripClientRetriesCanceledBetweenRounds(t *testing.T) {
 	}
 	var hopID string
 	mw := e.srv.Middleware()(func(context.Context, string, mcp.Request) (mcp.Result, error) { return nil, nil })
-	cl := mcp.NewClient(&mcp.Implementation{Name: "planner", Version: "1"}, &mcp.ClientOptions{
-		ElicitationHandler: func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
-			// Between the rounds: the delegator signs and records its
-			// "canceled", which reaches the delegate; then it answers.
-			st, _, err := e.dl.Cancel(ctx, hopID)
-			if err != nil {
-				t.Error(err)
-			}
-			if _, err := mw(ctx, "notifications/cancelled", &mcp.ServerRequest[*mcp.CancelledParams]{
-				Params: &mcp.CancelledParams{Meta: mcp.Meta{mcphandoff.Key: mcphandoff.StatusValue(st)}, RequestID: 2}}); err != nil {
-				t.Error(err)
-			}
-			return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"suite": "unit"}}, nil
-		}})
-	if err := hc.Attach(cl); err != nil {
-		t.Fatal(err)
-	}
-	rec := &recorder{base: bearer{"planner-token", http.DefaultTransport}}
-	cs, err := cl.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: e.url,
-		HTTPClient: hc.HTTPClient(&http.Client{Transport: rec})}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cs.Close()
+	cs, rec := e.connectAsking(t, hc, "", func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+		// Between the rounds: the delegator signs and records its
+		// "canceled", which reaches the delegate; then it answers.
+		st, _, err := e.dl.Cancel(ctx, hopID)
+		if err != nil {
+			t.Error(err)
+		}
+		if _, err := mw(ctx, "notifications/cancelled", &mcp.ServerRequest[*mcp.CancelledParams]{
+			Params: &mcp.CancelledParams{Meta: mcp.Meta{mcphandoff.Key: mcphandoff.StatusValue(st)}, RequestID: 2}}); err != nil {
+			t.Error(err)
+		}
+		return unitSuite(), nil
+	})
 	if v := cs.InitializeResult().ProtocolVersion; v != "2026-07-28" {
 		t.Fatalf("negotiated protocol %q, want 2026-07-28", v)
 	}
@@ -360,18 +331,6 @@ func TestMultiRoundTripClientRetriesCanceledBetweenRounds(t *testing.T) {
 	if r.State != handoff.StateAccepted || r.Result.InputRequests != nil {
 		t.Fatalf("the retry after the cancel: state %s, input requests %v, result %q", r.State, r.Result.InputRequests, textOf(r.Result))
 	}
-	got, err := e.dstore.Get(ctx, planner, hop.Hop)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !got.Canceled || got.State != store.Accepted {
-		t.Fatalf("record: canceled %v, state %s", got.Canceled, got.State)
-	}
-	flags, err := e.d.Flags(ctx, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(flags) != 1 || flags[0].Kind != store.FlagUnknownOutcome || flags[0].Hop != hop.Hop {
-		t.Fatalf("flags: %+v", flags)
-	}
+	e.wantRecord(t, hop.Hop, true, store.Accepted, "")
+	e.wantUnknownOutcome(t, hop.Hop)
 }

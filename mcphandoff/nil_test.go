@@ -178,11 +178,5 @@ func TestNilAndZeroArguments(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.srv.Wait()
-	rec, err := e.dstore.Get(ctx, planner, sent.Hop)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if rec.Canceled || rec.State != store.Completed {
-		t.Fatalf("record: canceled %v, state %s", rec.Canceled, rec.State)
-	}
+	e.wantRecord(t, sent.Hop, false, store.Completed, "")
 }

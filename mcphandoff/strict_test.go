@@ -10,8 +10,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/modelcontextprotocol/go-sdk/mcp"
-
 	"github.com/quantumlearningmachines/handoff"
 	"github.com/quantumlearningmachines/handoff/mcphandoff"
 )
@@ -44,8 +42,7 @@ func TestStrictHandoffJSON(t *testing.T) {
 				t.Fatalf("core parser: %v", err)
 			}
 			runs := e.runs.Load()
-			_, err := e.cs.CallTool(ctx, &mcp.CallToolParams{Name: "run-tests", Arguments: args{Mode: "ok"},
-				Meta: mcp.Meta{mcphandoff.Key: json.RawMessage(c.handoff)}})
+			_, err := e.cs.CallTool(ctx, callCarrying("ok", json.RawMessage(c.handoff)))
 			if err == nil || !strings.Contains(err.Error(), "not strict JSON") || !strings.Contains(err.Error(), c.check) {
 				t.Fatalf("got %v, want a JSON-RPC error naming %q", err, c.check)
 			}

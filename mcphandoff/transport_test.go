@@ -72,27 +72,8 @@ func TestCancelOverInMemoryTransport(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			e.gate()
-			first := make(chan error, 1)
-			go func() {
-				_, err := hc.Call(ctx, cs, call("block"), h)
-				first <- err
-			}()
-			wait(t, e.entered, "the tool to start")
-			st, err := hc.Cancel(ctx, cs, hop.Hop)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, s, _ := handoff.UnsafeDecode(st); s.State != handoff.StateCanceled || s.Iss != planner {
-				t.Fatalf("cancel status %+v", s)
-			}
-			if err := wait(t, first, "the canceled call"); !errors.Is(err, context.Canceled) {
-				t.Fatalf("canceled call returned %v", err)
-			}
-			if got := wait(t, e.stopped, "the work to stop"); got != hop.Hop {
-				t.Fatalf("stopped %s, want %s", got, hop.Hop)
-			}
-			e.srv.Wait()
+			first, _ := e.startBlocking(t, hc, cs, h)
+			st := e.cancelRunning(t, hc, cs, hop.Hop, first)
 			e.mu.Lock()
 			reports := append([]error(nil), e.reports...)
 			e.mu.Unlock()
@@ -101,13 +82,7 @@ func TestCancelOverInMemoryTransport(t *testing.T) {
 			}
 			// Canceled is set only by delegate.Cancel after the status
 			// verified against the recorded offer.
-			rec, err := e.dstore.Get(ctx, planner, hop.Hop)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !rec.Canceled || rec.State != store.Failed {
-				t.Fatalf("record: canceled %v, state %s", rec.Canceled, rec.State)
-			}
+			e.wantRecord(t, hop.Hop, true, store.Failed, "")
 			// The HTTP session never carried the hop: nothing to name there.
 			if err := hc.SendCancel(ctx, e.cs, hop.Hop, st); !errors.Is(err, mcphandoff.ErrNotSent) {
 				t.Fatalf("cancel over a session the hop never went over: %v", err)
@@ -123,28 +98,16 @@ func TestCancelOverInMemoryTransport(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		release := e.gate()
-		first := make(chan error, 1)
-		go func() {
-			_, err := hc.Call(ctx, cs, call("block"), h)
-			first <- err
-		}()
-		wait(t, e.entered, "the tool to start")
+		first, release := e.startBlocking(t, hc, cs, h)
 		if _, err := hc.Cancel(ctx, cs, hop.Hop); !errors.Is(err, mcphandoff.ErrNotSent) {
 			t.Fatalf("cancel without Client.Transport: %v, want ErrNotSent", err)
 		}
 		close(release)
-		if err := wait(t, first, "the call"); err != nil {
+		if err := wait(t, first, "the call").err; err != nil {
 			t.Fatalf("the call, not canceled, returned %v", err)
 		}
 		e.srv.Wait()
-		rec, err := e.dstore.Get(ctx, planner, hop.Hop)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if rec.Canceled || rec.State != store.Completed {
-			t.Fatalf("record: canceled %v, state %s; the unsent cancel reached the delegate", rec.Canceled, rec.State)
-		}
+		e.wantRecord(t, hop.Hop, false, store.Completed, "; the unsent cancel reached the delegate")
 	})
 }
 
