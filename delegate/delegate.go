@@ -184,6 +184,9 @@ func (d *Delegate) Receive(ctx context.Context, b []byte, dialog string, authent
 				return nil, err
 			}
 			a.Outcome = handoff.Rejected
+			res.Outcome, res.Reason = handoff.Rejected, handoff.ReasonPolicy
+			res.Err = &handoff.CheckError{Reason: handoff.ReasonPolicy, Hop: o.Hop, Index: handoff.OfferIndex,
+				Err: errors.New("canceled by the delegator before the offer arrived")}
 			return d.claim(ctx, a, o, res.Handoff.Offer, dg, store.Rejected, rej, authenticated, true)
 		}
 		if d.cfg.Defer {
@@ -221,11 +224,9 @@ func (d *Delegate) claim(ctx context.Context, a *Answer, o *handoff.Offer, offer
 		stored = got == rec // claimLost returns rec itself when the record is this claim's
 	}
 	if !stored {
-		if got.Digest.Equal(rec.Digest) {
-			a.Outcome = handoff.Retransmission
-		} else {
-			a.Outcome = handoff.Equivocation
-		}
+		// Another claim was first: this offer is a retransmission or
+		// equivocation of that one; the Result says so too.
+		reclassify(a, got.Digest, rec.Digest)
 		return d.seen(ctx, a, got, offer, authenticated)
 	}
 	a.Record, a.Status, a.Take = got, st, state == store.Accepted
@@ -272,6 +273,21 @@ func (d *Delegate) claimLost(ctx context.Context, rec *store.Record, claimErr er
 		return nil, fmt.Errorf("delegate: hop %s of %q: %s: %w", rec.Hop, rec.Iss, detail, claimErr)
 	}
 	return rec, nil
+}
+
+// reclassify makes the answer, and its Result, that of an offer (digest
+// dg) whose (iss, hop) was found recorded with digest first, as the
+// receiver's own step 4 does.
+func reclassify(a *Answer, first, dg handoff.Digest) {
+	res := a.Result
+	res.Remembered = &first
+	if first.Equal(dg) {
+		a.Outcome, res.Outcome, res.Reason, res.Err = handoff.Retransmission, handoff.Retransmission, "", nil
+		return
+	}
+	a.Outcome, res.Outcome, res.Reason = handoff.Equivocation, handoff.Equivocation, handoff.ReasonEquivocation
+	res.Err = &handoff.CheckError{Reason: handoff.ReasonEquivocation, Step: 4, Hop: a.Hop, Index: handoff.OfferIndex, Member: "hop",
+		Err: fmt.Errorf("(iss %q, hop %s) was first seen with offer %s, this is offer %s", a.Iss, a.Hop, first, dg)}
 }
 
 // seen answers an offer whose (iss, hop) is recorded (D5): the same octets
@@ -369,8 +385,16 @@ func (d *Delegate) Accept(ctx context.Context, iss, hop string) (*handoff.Elemen
 }
 
 // Reject declines a hop recorded "received" (Config.Defer) with a reason
-// and returns the "rejected" status to send.
+// and returns the "rejected" status to send. The reason is required, and
+// is not "stale" or "replay": those say only that the delegate does not
+// remember the offer, never true of a hop it records (draft "Lifecycle").
 func (d *Delegate) Reject(ctx context.Context, iss, hop string, reason handoff.Reason) (*handoff.Element, error) {
+	switch reason {
+	case "":
+		return nil, fmt.Errorf("delegate: rejecting hop %s of %q needs a reason", hop, iss)
+	case handoff.ReasonStale, handoff.ReasonReplay:
+		return nil, fmt.Errorf("delegate: hop %s of %q cannot be rejected %q: that reason is only for an offer the delegate does not remember", hop, iss, reason)
+	}
 	return d.decide(ctx, iss, hop, store.Rejected, reason)
 }
 
@@ -443,9 +467,15 @@ type Outcome struct {
 func (o Outcome) check() error {
 	switch o.State {
 	case store.Completed:
+		if o.NoEffect {
+			return errors.New(`delegate: a "completed" outcome took effect; NoEffect is for "failed" only`)
+		}
 	case store.Failed:
 		if len(o.Refs) == 0 && !o.NoEffect {
 			return errors.New(`delegate: a "failed" outcome lists in Refs what took effect, or sets NoEffect when nothing did`)
+		}
+		if len(o.Refs) > 0 && o.NoEffect {
+			return errors.New(`delegate: a "failed" outcome with NoEffect says nothing took effect, yet lists Refs of what did`)
 		}
 	default:
 		return fmt.Errorf("delegate: an outcome is completed or failed, not %q", o.State)

@@ -329,3 +329,109 @@ func TestRelease(t *testing.T) {
 		t.Fatalf("Release of a completed hop = %v; want ErrConflict", err)
 	}
 }
+
+// raced is a real store in which another replica claims the hop just
+// before this delegate does.
+type raced struct {
+	store.Store
+	first func(r *store.Record) *store.Record // the other replica's record
+}
+
+func (x raced) Claim(ctx context.Context, r *store.Record) (*store.Record, bool, error) {
+	if _, _, err := x.Store.Claim(ctx, x.first(r)); err != nil {
+		return nil, false, err
+	}
+	return x.Store.Claim(ctx, r)
+}
+
+// When the claim finds the hop already recorded by another claim, the
+// offer is a retransmission or equivocation of that one (decision 13),
+// and the Answer and its Result agree on it.
+func TestLostClaimOutcomeAgrees(t *testing.T) {
+	ctx := context.Background()
+	for _, c := range []struct {
+		name string
+		same bool
+		want handoff.Outcome
+	}{{"same offer", true, handoff.Retransmission}, {"different offer", false, handoff.Equivocation}} {
+		t.Run(c.name, func(t *testing.T) {
+			w := newWorld(t)
+			mem := w.freshStore()
+			var other []byte
+			first := func(r *store.Record) *store.Record {
+				o := *r
+				if !c.same {
+					ob, _ := w.offer(r.Hop)
+					h, err := handoff.ParseHandoff(ob, handoff.Limits{})
+					if err != nil {
+						t.Fatal(err)
+					}
+					o.Offer, o.Digest = h.Offer.Octets, h.Offer.Digest()
+				}
+				o.State, o.Status = store.Received, nil // the other replica defers
+				other = o.Digest.Val
+				return &o
+			}
+			d := w.delegate(raced{mem, first}, nil)
+			b, _ := w.offer("")
+			a, err := d.Receive(ctx, b, "ctx", true)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if a.Take || a.Outcome != c.want || a.Result.Outcome != c.want {
+				t.Fatalf("Answer.Outcome %s, Result.Outcome %s, Take %v; want both %s, not taken", a.Outcome, a.Result.Outcome, a.Take, c.want)
+			}
+			if a.Result.Remembered == nil || !bytes.Equal(a.Result.Remembered.Val, other) {
+				t.Fatalf("Result.Remembered = %v; want the first claim's digest", a.Result.Remembered)
+			}
+			if c.want == handoff.Equivocation && (a.Result.Reason != handoff.ReasonEquivocation || a.Result.Err == nil) {
+				t.Fatalf("Result reason %q, err %v; want equivocation", a.Result.Reason, a.Result.Err)
+			}
+		})
+	}
+}
+
+// Lifecycle: a deferred hop is rejected only with a reason, and never
+// "stale" or "replay" (those are for offers the delegate does not
+// remember); "Knowing the Outcome": a failed outcome is either "no
+// effect" or lists what took effect, never both, and a completed one is
+// never "no effect".
+func TestDecisionChecks(t *testing.T) {
+	ctx := context.Background()
+	w := newWorld(t)
+	s := w.freshStore()
+	d := w.delegate(s, func(c *delegate.Config) { c.Defer = true })
+	b, o := w.offer("")
+	if _, err := d.Receive(ctx, b, "ctx", true); err != nil {
+		t.Fatal(err)
+	}
+	for _, reason := range []handoff.Reason{"", handoff.ReasonStale, handoff.ReasonReplay} {
+		if st, err := d.Reject(ctx, o.Iss, o.Hop, reason); err == nil || st != nil || !strings.Contains(err.Error(), o.Hop) {
+			t.Errorf("Reject(%q) = %v, %v; want an error naming the hop", reason, st, err)
+		}
+	}
+	if r, _ := s.Get(ctx, o.Iss, o.Hop); r.State != store.Received {
+		t.Fatalf("state %s after refused rejections", r.State)
+	}
+	st, err := d.Accept(ctx, o.Iss, o.Hop)
+	if err != nil || statusOf(t, w, st, b).State != handoff.StateAccepted {
+		t.Fatalf("Accept: %v", err)
+	}
+	ref := handoff.ContextRef{Kind: handoff.KindDigest, Dig: handoff.DigestOf([]byte("one file written"))}
+	for _, out := range []delegate.Outcome{
+		{State: store.Failed, NoEffect: true, Refs: []handoff.ContextRef{ref}},
+		{State: store.Completed, NoEffect: true},
+		{State: store.Failed},
+		{State: store.Accepted},
+	} {
+		if st, err := d.Finish(ctx, o.Iss, o.Hop, out); err == nil {
+			t.Errorf("Finish(%+v) = %v; want an error", out, st)
+		}
+	}
+	if r, _ := s.Get(ctx, o.Iss, o.Hop); r.State != store.Accepted {
+		t.Fatalf("state %s after refused outcomes", r.State)
+	}
+	if _, err := d.Finish(ctx, o.Iss, o.Hop, delegate.Outcome{State: store.Failed, Refs: []handoff.ContextRef{ref}}); err != nil {
+		t.Fatal(err)
+	}
+}

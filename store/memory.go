@@ -89,7 +89,7 @@ func (m *Memory) Get(_ context.Context, iss, hop string) (*Record, error) {
 	defer m.mu.Unlock()
 	r, ok := m.hops[[2]string{iss, hop}]
 	if !ok {
-		return nil, ErrNotFound
+		return nil, HopError(ErrNotFound, iss, hop)
 	}
 	return clone(r), nil
 }
@@ -122,7 +122,7 @@ func (m *Memory) Hops(_ context.Context, state State, after HopKey, limit int) (
 // Transition implements Store.
 func (m *Memory) Transition(_ context.Context, iss, hop string, from, to State, status []byte, form handoff.Form, now time.Time) error {
 	if !CanMove(from, to) {
-		return fmt.Errorf("%w: the lifecycle does not allow %s -> %s", ErrConflict, from, to)
+		return HopError(fmt.Errorf("%w: the lifecycle does not allow %s -> %s", ErrConflict, from, to), iss, hop)
 	}
 	if err := m.lock(); err != nil {
 		return err
@@ -130,14 +130,17 @@ func (m *Memory) Transition(_ context.Context, iss, hop string, from, to State, 
 	defer m.mu.Unlock()
 	r, ok := m.hops[[2]string{iss, hop}]
 	if !ok {
-		return ErrNotFound
+		return HopError(ErrNotFound, iss, hop)
 	}
 	if r.State != from {
-		return fmt.Errorf("%w: hop is %s, not %s", ErrConflict, r.State, from)
+		return HopError(fmt.Errorf("%w: hop is %s, not %s", ErrConflict, r.State, from), iss, hop)
 	}
 	r.State = to
-	if status != nil {
+	switch {
+	case status != nil:
 		r.Status, r.StatusForm = append([]byte(nil), status...), form
+	case to.Terminal():
+		r.Status, r.StatusForm = nil, 0 // the last status sent is not the one before
 	}
 	if to.Terminal() {
 		r.Decided = now
@@ -153,10 +156,10 @@ func (m *Memory) Release(_ context.Context, iss, hop string, now time.Time) erro
 	defer m.mu.Unlock()
 	r, ok := m.hops[[2]string{iss, hop}]
 	if !ok {
-		return ErrNotFound
+		return HopError(ErrNotFound, iss, hop)
 	}
 	if r.State != Accepted || !r.Released.IsZero() {
-		return fmt.Errorf("%w: only an accepted hop not yet released can be released; hop is %s (released %v)", ErrConflict, r.State, !r.Released.IsZero())
+		return HopError(fmt.Errorf("%w: only an accepted hop not yet released can be released; hop is %s (released %v)", ErrConflict, r.State, !r.Released.IsZero()), iss, hop)
 	}
 	r.Released = now
 	return nil
@@ -179,7 +182,7 @@ func (m *Memory) mark(iss, hop string, set func(*Record)) error {
 	defer m.mu.Unlock()
 	r, ok := m.hops[[2]string{iss, hop}]
 	if !ok {
-		return ErrNotFound
+		return HopError(ErrNotFound, iss, hop)
 	}
 	set(r)
 	return nil

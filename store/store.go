@@ -17,6 +17,7 @@ package store
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/quantumlearningmachines/handoff"
@@ -138,6 +139,12 @@ var (
 	ErrClosed = errors.New("store: closed")
 )
 
+// HopError says which hop err (ErrNotFound, ErrConflict, ...) is about;
+// errors.Is still finds err.
+func HopError(err error, iss, hop string) error {
+	return fmt.Errorf("%w (hop %q of %q)", err, hop, iss)
+}
+
 // Store is a hop store. All methods are safe for concurrent use by many
 // goroutines, and for SQL stores by many processes sharing the database.
 type Store interface {
@@ -159,8 +166,11 @@ type Store interface {
 	Hops(ctx context.Context, state State, after HopKey, limit int) ([]*Record, error)
 
 	// Transition moves a hop from one state to another (CanMove), storing
-	// the status sent for it (nil keeps the last one), and stamps Decided
-	// when to is terminal. It fails with ErrConflict when the hop is not in
+	// the status sent for it, and stamps Decided when to is terminal. A nil
+	// status keeps the last one on a move to Accepted, and leaves no
+	// status on a move to a terminal state: a retransmission then gets
+	// nothing rather than the earlier "accepted" as if it were the last
+	// word. It fails with ErrConflict when the hop is not in
 	// state from, and with ErrNotFound when there is no record.
 	Transition(ctx context.Context, iss, hop string, from, to State, status []byte, form handoff.Form, now time.Time) error
 

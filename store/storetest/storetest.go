@@ -60,7 +60,8 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"TransitionFollowsCanMove", testTransitionFollowsCanMove},
 		{"TransitionWrongFromIsConflict", testTransitionWrongFromIsConflict},
 		{"TransitionMissingIsErrNotFound", testTransitionMissingIsErrNotFound},
-		{"TransitionNilStatusKeepsStatus", testTransitionNilStatusKeepsStatus},
+		{"TransitionNilStatusKeepsStatusUnlessTerminal", testTransitionNilStatusKeepsStatus},
+		{"ErrorsNameTheHop", testErrorsNameTheHop},
 		{"TransitionTerminalStampsDecided", testTransitionTerminalStampsDecided},
 		{"MarkCanceled", testMarkCanceled},
 		{"MarkEquivocated", testMarkEquivocated},
@@ -534,7 +535,9 @@ func testTransitionMissingIsErrNotFound(t *testing.T, s store.Store) {
 	checkGone(t, s, Iss, "absent")
 }
 
-// A nil status keeps the last status sent, octets and form; a non-nil one
+// A nil status keeps the last status sent, octets and form, on a move to
+// Accepted, and leaves no status on a move to a terminal state (the
+// accepted octets are not the terminal state's status); a non-nil one
 // replaces it.
 func testTransitionNilStatusKeepsStatus(t *testing.T, s store.Store) {
 	// Received (no status) -> Accepted with nil: still no status.
@@ -544,20 +547,53 @@ func testTransitionNilStatusKeepsStatus(t *testing.T, s store.Store) {
 	checkGet(t, s, "keep-none", want)
 
 	// Received -> Accepted with a status, then -> Completed with nil: the
-	// accepted status stays.
+	// accepted status does not stand for the completed one; none is kept.
 	want = put(t, s, "keep-accepted", store.Received)
 	want.State, want.Status, want.StatusForm = store.Accepted, Status("keep-accepted/accepted"), handoff.FormJWS
 	mustMove(t, s, "keep-accepted", store.Received, store.Accepted, want.Status, want.StatusForm, Base.Add(time.Second))
 	checkGet(t, s, "keep-accepted", want)
-	want.State, want.Decided = store.Completed, Base.Add(2*time.Second)
+	want.State, want.Status, want.StatusForm, want.Decided = store.Completed, nil, 0, Base.Add(2*time.Second)
 	mustMove(t, s, "keep-accepted", store.Accepted, store.Completed, nil, handoff.FormCOSE, want.Decided)
 	checkGet(t, s, "keep-accepted", want)
+	// The same for a claimed Accepted moved to Failed.
+	want = put(t, s, "drop-accepted", store.Accepted)
+	want.State, want.Status, want.StatusForm, want.Decided = store.Failed, nil, 0, Base.Add(2*time.Second)
+	mustMove(t, s, "drop-accepted", store.Accepted, store.Failed, nil, handoff.FormCOSE, want.Decided)
+	checkGet(t, s, "drop-accepted", want)
 
 	// A claimed Accepted (with its status) -> Failed with a new status.
 	want = put(t, s, "replace", store.Accepted)
 	want.State, want.Status, want.StatusForm, want.Decided = store.Failed, Status("replace/failed"), handoff.FormCOSE, Base.Add(3*time.Second)
 	mustMove(t, s, "replace", store.Accepted, store.Failed, bytes.Clone(want.Status), want.StatusForm, want.Decided)
 	checkGet(t, s, "replace", want)
+}
+
+// Errors about one hop name it (iss and hop) and still match their
+// sentinel with errors.Is.
+func testErrorsNameTheHop(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	put(t, s, "named-accepted", store.Accepted)
+	put(t, s, "named-completed", store.Completed)
+	check := func(what string, err, sentinel error, hop string) {
+		t.Helper()
+		if !errors.Is(err, sentinel) {
+			t.Errorf("%s = %v; want %v", what, err, sentinel)
+			return
+		}
+		if msg := err.Error(); !strings.Contains(msg, hop) || !strings.Contains(msg, Iss) {
+			t.Errorf("%s = %q; want it to name hop %q of %q", what, msg, hop, Iss)
+		}
+	}
+	_, err := s.Get(ctx, Iss, "named-absent")
+	check("Get(absent)", err, store.ErrNotFound, "named-absent")
+	check("Transition(absent)", s.Transition(ctx, Iss, "named-absent", store.Received, store.Accepted, nil, 0, Base), store.ErrNotFound, "named-absent")
+	check("Transition(completed -> completed)", s.Transition(ctx, Iss, "named-completed", store.Completed, store.Completed, Status("c"), 0, Base),
+		store.ErrConflict, "named-completed")
+	check("Transition(wrong from)", s.Transition(ctx, Iss, "named-accepted", store.Received, store.Accepted, nil, 0, Base), store.ErrConflict, "named-accepted")
+	check("MarkCanceled(absent)", s.MarkCanceled(ctx, Iss, "named-absent"), store.ErrNotFound, "named-absent")
+	check("MarkEquivocated(absent)", s.MarkEquivocated(ctx, Iss, "named-absent"), store.ErrNotFound, "named-absent")
+	check("Release(absent)", s.Release(ctx, Iss, "named-absent", Base), store.ErrNotFound, "named-absent")
+	check("Release(completed)", s.Release(ctx, Iss, "named-completed", Base), store.ErrConflict, "named-completed")
 }
 
 // Decided is stamped with now when, and only when, the move is to a

@@ -504,7 +504,11 @@ func (s *DB) Get(ctx context.Context, iss, hop string) (*store.Record, error) {
 	if err := s.open(); err != nil {
 		return nil, err
 	}
-	return scanHop(s.db.QueryRowContext(ctx, s.q.get, iss, hop))
+	r, err := scanHop(s.db.QueryRowContext(ctx, s.q.get, iss, hop))
+	if err != nil {
+		return nil, store.HopError(err, iss, hop)
+	}
+	return r, nil
 }
 
 // Hops implements store.Store.
@@ -539,7 +543,10 @@ func (s *DB) Transition(ctx context.Context, iss, hop string, from, to store.Sta
 	if err := s.open(); err != nil {
 		return err
 	}
-	return s.transition(ctx, s.db, iss, hop, from, to, status, form, now)
+	if err := s.transition(ctx, s.db, iss, hop, from, to, status, form, now); err != nil {
+		return store.HopError(err, iss, hop)
+	}
+	return nil
 }
 
 type execer interface {
@@ -557,9 +564,14 @@ func (s *DB) transition(ctx context.Context, ex execer, iss, hop string, from, t
 	}
 	var res sql.Result
 	var err error
-	if status != nil {
+	switch {
+	case status != nil:
 		res, err = ex.ExecContext(ctx, s.q.transition, string(to), status, int(form), decided, iss, hop, string(from))
-	} else {
+	case to.Terminal():
+		// No status for a terminal state: the record must not go on
+		// answering with the status before it (say "accepted").
+		res, err = ex.ExecContext(ctx, s.q.transition, string(to), nil, 0, decided, iss, hop, string(from))
+	default:
 		res, err = ex.ExecContext(ctx, s.q.transitionKeep, string(to), decided, iss, hop, string(from))
 	}
 	if err != nil {
@@ -595,10 +607,10 @@ func (s *DB) RecordOutcome(ctx context.Context, iss, hop string, now time.Time, 
 	defer tx.Rollback()
 	r, err := scanHop(tx.QueryRowContext(ctx, s.q.getForUpdate, iss, hop))
 	if err != nil {
-		return err
+		return store.HopError(err, iss, hop)
 	}
 	if r.State != store.Received && r.State != store.Accepted {
-		return fmt.Errorf("%w: hop is already %s", store.ErrConflict, r.State)
+		return store.HopError(fmt.Errorf("%w: hop is already %s", store.ErrConflict, r.State), iss, hop)
 	}
 	out, err := work(tx, r)
 	if err != nil {
@@ -608,7 +620,7 @@ func (s *DB) RecordOutcome(ctx context.Context, iss, hop string, now time.Time, 
 		return fmt.Errorf("store: an outcome is completed or failed, not %q", out.State)
 	}
 	if err := s.transition(ctx, tx, iss, hop, r.State, out.State, out.Status, out.StatusForm, now); err != nil {
-		return err
+		return store.HopError(err, iss, hop)
 	}
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("store: outcome: commit: %w", err)
@@ -632,9 +644,9 @@ func (s *DB) Release(ctx context.Context, iss, hop string, now time.Time) error 
 	}
 	r, err := scanHop(s.db.QueryRowContext(ctx, s.q.get, iss, hop))
 	if err != nil {
-		return err
+		return store.HopError(err, iss, hop)
 	}
-	return fmt.Errorf("%w: only an accepted hop not yet released can be released; hop is %s (released %v)", store.ErrConflict, r.State, !r.Released.IsZero())
+	return store.HopError(fmt.Errorf("%w: only an accepted hop not yet released can be released; hop is %s (released %v)", store.ErrConflict, r.State, !r.Released.IsZero()), iss, hop)
 }
 
 // MarkCanceled implements store.Store.
@@ -661,7 +673,7 @@ func (s *DB) mark(ctx context.Context, q, iss, hop string) error {
 	if n, err := res.RowsAffected(); err != nil {
 		return err
 	} else if n == 0 {
-		return store.ErrNotFound
+		return store.HopError(store.ErrNotFound, iss, hop)
 	}
 	return nil
 }
