@@ -23,6 +23,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/quantumlearningmachines/handoff"
@@ -53,24 +54,36 @@ type Config struct {
 // Delegate is a durable receiver of offers. Safe for concurrent use; many
 // Delegates (processes, replicas) may share one SQL store.
 type Delegate struct {
-	cfg  Config
-	recv *handoff.Receiver
-	now  func() time.Time
+	cfg Config
+	// recv runs the receiving checks with the store's Since as it was
+	// last read (New, then every Sweep): rebuilt when Since moves.
+	recv  atomic.Pointer[handoff.Receiver]
+	since atomic.Int64 // the Since recv was built with, UnixNano
+	now   func() time.Time
 
-	mu   sync.Mutex
-	held map[string]heldCancel // cancels that arrived before their offer, by offer digest
+	mu      sync.Mutex
+	held    map[string]heldCancel // cancels that arrived before their offer, by offer digest
+	heldIss map[string]int        // how many are held per status iss
+	heldSeq uint64
 }
 
-// heldCancel is a "canceled" that overtook its offer. It cannot be
-// verified until the offer arrives (the signature binds the offer's
-// digest and parties), so it is kept, bounded and for a limited time.
+// heldCancel is a "canceled" that overtook its offer. Only its signature
+// can be checked before the offer arrives (D9 binds the offer's digest and
+// parties), so it is kept, bounded and for a limited time.
 type heldCancel struct {
 	status handoff.Element
+	iss    string
 	until  time.Time
+	seq    uint64 // order of arrival
 }
 
-// maxHeld bounds the cancels held for offers not yet received.
-const maxHeld = 4096
+// maxHeld bounds the cancels held for offers not yet received, and
+// maxHeldPerIss those of one delegator, so that one (trusted, but
+// flooding) delegator cannot push out the others' early cancels.
+const (
+	maxHeld       = 4096
+	maxHeldPerIss = 256
+)
 
 // New validates cfg and returns a Delegate. The store's Since turns on the
 // restart rule: offers issued before the store's memory begins are refused
@@ -89,18 +102,44 @@ func New(ctx context.Context, cfg Config) (*Delegate, error) {
 	if err != nil {
 		return nil, err
 	}
-	d := &Delegate{cfg: cfg, held: map[string]heldCancel{}}
-	o := cfg.Options
-	o.Memory = lookupOnly{cfg.Store}
-	o.Since = since
-	if d.recv, err = handoff.NewReceiver(o); err != nil {
+	d := &Delegate{cfg: cfg, held: map[string]heldCancel{}, heldIss: map[string]int{}}
+	if err := d.setSince(since); err != nil {
 		return nil, err
 	}
-	d.now = o.Now
+	d.now = cfg.Options.Now
 	if d.now == nil {
 		d.now = time.Now
 	}
 	return d, nil
+}
+
+// setSince builds the receiver for the store's Since.
+func (d *Delegate) setSince(since time.Time) error {
+	o := d.cfg.Options
+	o.Memory = lookupOnly{d.cfg.Store}
+	o.Since = since
+	r, err := handoff.NewReceiver(o)
+	if err != nil {
+		return err
+	}
+	d.recv.Store(r)
+	d.since.Store(since.UnixNano())
+	return nil
+}
+
+// refreshSince re-reads the store's Since (one small read) and rebuilds
+// the receiver when it moved: in a fleet sharing one store, a Forget on
+// one replica moves every replica's restart rule. Sweep calls it, so a
+// replica running RunSweeper follows within one interval.
+func (d *Delegate) refreshSince(ctx context.Context) error {
+	since, err := d.cfg.Store.Since(ctx)
+	if err != nil {
+		return err
+	}
+	if since.UnixNano() == d.since.Load() {
+		return nil
+	}
+	return d.setSince(since)
 }
 
 // lookupOnly is the receiver's view of the store: Lookup reads the record;
@@ -144,7 +183,7 @@ type Answer struct {
 // the sender of this request as the offer's iss; a resent status goes
 // only to such a sender (draft "Replay and Freshness").
 func (d *Delegate) Receive(ctx context.Context, b []byte, dialog string, authenticated bool) (*Answer, error) {
-	res, err := d.recv.Receive(ctx, b, dialog)
+	res, err := d.recv.Load().Receive(ctx, b, dialog)
 	if res == nil {
 		return nil, err
 	}
@@ -303,43 +342,65 @@ func (d *Delegate) seen(ctx context.Context, a *Answer, r *store.Record, offer h
 		return a, nil
 	}
 	a.Outcome = handoff.Equivocation
-	return a, d.equivocation(ctx, r, offer)
+	var err error
+	a.Record, err = d.equivocation(ctx, r, offer)
+	return a, err
 }
 
 // equivocation handles a second offer for a recorded hop. The second offer
 // never gets a status. The first: not yet decided -> "rejected" with
 // reason equivocation; taken and running -> stop if possible, and the
 // outcome, once known, says so; terminal -> no new status. Every case is
-// flagged to the operator.
-func (d *Delegate) equivocation(ctx context.Context, r *store.Record, second handoff.Element) error {
+// flagged to the operator. It returns the hop's record as it now stands.
+func (d *Delegate) equivocation(ctx context.Context, r *store.Record, second handoff.Element) (*store.Record, error) {
 	if err := d.cfg.Store.MarkEquivocated(ctx, r.Iss, r.Hop); err != nil {
-		return err
+		return r, err
 	}
+	r.Equivocated = true
 	detail := fmt.Sprintf("second offer %s for a hop first seen as offer %s (state %s)", second.Digest(), r.Digest, r.State)
-	switch r.State {
-	case store.Received:
+	rejected := false
+	// Twice at most: a Received hop that another caller decided meanwhile
+	// (Accept, Reject, an outcome) is handled in the state it reached.
+	for range 2 {
+		if r.State != store.Received {
+			break
+		}
 		first, _, err := handoff.UnsafeDecode(handoff.Element{Form: r.OfferForm, Octets: r.Offer})
 		if err != nil || first == nil {
-			return fmt.Errorf("delegate: recorded offer of hop %s cannot be read: %v", r.Hop, err)
+			return r, fmt.Errorf("delegate: recorded offer of hop %s of %q cannot be read: %v", r.Hop, r.Iss, err)
 		}
 		st, err := d.sign(first, r.Digest, handoff.StateRejected, handoff.ReasonEquivocation, "", nil)
 		if err != nil {
-			return err
+			return r, err
 		}
-		if err := d.cfg.Store.Transition(ctx, r.Iss, r.Hop, store.Received, store.Rejected, st.Octets, st.Form, d.now()); err != nil && !errors.Is(err, store.ErrConflict) {
-			return err
+		now := d.now()
+		err = d.cfg.Store.Transition(ctx, r.Iss, r.Hop, store.Received, store.Rejected, st.Octets, st.Form, now)
+		if errors.Is(err, store.ErrConflict) {
+			if r, err = d.cfg.Store.Get(ctx, r.Iss, r.Hop); err != nil {
+				return nil, err
+			}
+			detail += fmt.Sprintf("; decided meanwhile: %s", r.State)
+			continue
 		}
+		if err != nil {
+			return r, err
+		}
+		r.State, r.Status, r.StatusForm, r.Decided = store.Rejected, st.Octets, st.Form, now
 		detail += "; the first is rejected with reason equivocation"
-	case store.Accepted:
+		rejected = true
+		break
+	}
+	switch {
+	case r.State == store.Accepted:
 		if d.cfg.Stop != nil {
 			d.cfg.Stop(r.Iss, r.Hop)
 		}
 		detail += "; the work was taken: stop it if possible, and record its outcome (failed with reason equivocation unless it took full effect)"
-	default:
+	case !rejected:
 		detail += "; the first already has its terminal status"
 	}
 	_, err := d.cfg.Store.Raise(ctx, store.Flag{Kind: store.FlagEquivocation, Iss: r.Iss, Hop: r.Hop, Detail: detail, Created: d.now()})
-	return err
+	return r, err
 }
 
 func (d *Delegate) skew() time.Duration {
@@ -646,8 +707,10 @@ func (d *Delegate) Recover(ctx context.Context) (int, error) {
 func (d *Delegate) Cancel(ctx context.Context, status handoff.Element, iss, hop string) (*store.Record, error) {
 	r, err := d.cfg.Store.Get(ctx, iss, hop)
 	if errors.Is(err, store.ErrNotFound) {
-		d.hold(status)
-		return nil, fmt.Errorf("%w: hop %s of %q; the cancel is held until its offer arrives", err, hop, iss)
+		if herr := d.hold(status); herr != nil {
+			return nil, fmt.Errorf("%w; the cancel is not held: %v", err, herr)
+		}
+		return nil, fmt.Errorf("%w; the cancel is held until its offer arrives", err)
 	}
 	if err != nil {
 		return nil, err
@@ -685,28 +748,60 @@ func (d *Delegate) Cancel(ctx context.Context, status handoff.Element, iss, hop 
 }
 
 // hold keeps a cancel for an offer not yet received, until that offer
-// would be stale anyway.
-func (d *Delegate) hold(status handoff.Element) {
+// would be stale anyway. Only a cancel whose signature verifies with a key
+// bound to its iss is held (the rest of D9 waits for the offer), at most
+// maxHeldPerIss per iss and maxHeld in all; when full, the expired go
+// first, then the oldest of that iss (or, when the total is the bound, the
+// oldest of all). It reports whether the cancel is held.
+func (d *Delegate) hold(status handoff.Element) error {
 	_, st, err := handoff.UnsafeDecode(status)
 	if err != nil || st == nil || st.State != handoff.StateCanceled {
-		return
+		return fmt.Errorf("not a canceled status: %v", err)
+	}
+	if _, err := handoff.VerifyElement(status, d.cfg.Options.Keys); err != nil {
+		return err
 	}
 	life := d.cfg.Options.MaxLifetime
 	if life <= 0 {
 		life = 300 * time.Second
 	}
 	now := d.now()
+	k := st.Offer.Alg + ":" + st.Offer.String()
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	for k, h := range d.held {
-		if len(d.held) < maxHeld {
-			break
-		}
-		if now.After(h.until) || len(d.held) >= maxHeld {
-			delete(d.held, k)
+	if old, ok := d.held[k]; ok {
+		d.dropHeld(k, old)
+	}
+	if len(d.held) >= maxHeld || d.heldIss[st.Iss] >= maxHeldPerIss {
+		for hk, h := range d.held {
+			if now.After(h.until) {
+				d.dropHeld(hk, h)
+			}
 		}
 	}
-	d.held[st.Offer.Alg+":"+st.Offer.String()] = heldCancel{status: status, until: now.Add(life + 2*d.skew())}
+	for d.heldIss[st.Iss] >= maxHeldPerIss || len(d.held) >= maxHeld {
+		only := d.heldIss[st.Iss] >= maxHeldPerIss
+		var ok string
+		var oldest heldCancel
+		for hk, h := range d.held {
+			if (!only || h.iss == st.Iss) && (ok == "" || h.seq < oldest.seq) {
+				ok, oldest = hk, h
+			}
+		}
+		d.dropHeld(ok, oldest)
+	}
+	d.heldSeq++
+	d.held[k] = heldCancel{status: status, iss: st.Iss, until: now.Add(life + 2*d.skew()), seq: d.heldSeq}
+	d.heldIss[st.Iss]++
+	return nil
+}
+
+// dropHeld forgets a held cancel; d.mu is held.
+func (d *Delegate) dropHeld(k string, h heldCancel) {
+	delete(d.held, k)
+	if d.heldIss[h.iss]--; d.heldIss[h.iss] <= 0 {
+		delete(d.heldIss, h.iss)
+	}
 }
 
 // heldFor reports whether a held cancel verifies against offer (D9:
@@ -720,7 +815,9 @@ func (d *Delegate) heldFor(offer handoff.Element, dg handoff.Digest) bool {
 	}
 	k := dg.Alg + ":" + dg.String()
 	h, ok := d.held[k]
-	delete(d.held, k)
+	if ok {
+		d.dropHeld(k, h)
+	}
 	d.mu.Unlock()
 	if !ok || d.now().After(h.until) {
 		return false
@@ -729,8 +826,15 @@ func (d *Delegate) heldFor(offer handoff.Element, dg handoff.Digest) bool {
 	return err == nil && vs.Status.State == handoff.StateCanceled
 }
 
-// Sweep removes the records that may go now (see store.Store.Sweep).
+// Sweep removes the records that may go now (see store.Store.Sweep). It
+// first re-reads the store's Since, so that a Forget made by another
+// process sharing the store (a replica, an operator's tool) turns on this
+// delegate's restart rule too: run RunSweeper, or call Sweep, on every
+// replica.
 func (d *Delegate) Sweep(ctx context.Context) (int, error) {
+	if err := d.refreshSince(ctx); err != nil {
+		return 0, err
+	}
 	return d.cfg.Store.Sweep(ctx, d.now(), d.cfg.Retention)
 }
 

@@ -11,6 +11,7 @@ import (
 	"github.com/quantumlearningmachines/handoff"
 	"github.com/quantumlearningmachines/handoff/delegate"
 	"github.com/quantumlearningmachines/handoff/store"
+	"github.com/quantumlearningmachines/handoff/trust"
 )
 
 // lossy is a real store whose Claim reports an error: after committing
@@ -433,5 +434,175 @@ func TestDecisionChecks(t *testing.T) {
 	}
 	if _, err := d.Finish(ctx, o.Iss, o.Hop, delegate.Outcome{State: store.Failed, Refs: []handoff.ContextRef{ref}}); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// acceptFirst is a real store in which the application's Accept of a
+// deferred hop lands just before an equivocation's rejection of it.
+type acceptFirst struct{ store.Store }
+
+func (x acceptFirst) Transition(ctx context.Context, iss, hop string, from, to store.State, status []byte, form handoff.Form, now time.Time) error {
+	if from == store.Received && to == store.Rejected {
+		if err := x.Store.Transition(ctx, iss, hop, store.Received, store.Accepted, []byte("accepted by Accept"), form, now); err != nil {
+			return err
+		}
+	}
+	return x.Store.Transition(ctx, iss, hop, from, to, status, form, now)
+}
+
+// "Forks, Concurrency, and Equivocation" on a deferred hop: the first
+// offer's rejection (reason equivocation) is in the Answer's record; and
+// when Accept wins the race, the hop is handled as taken work: stopped,
+// not rejected, and flagged.
+func TestEquivocationOfDeferredHop(t *testing.T) {
+	ctx := context.Background()
+	t.Run("the first is rejected, as the record shows", func(t *testing.T) {
+		w := newWorld(t)
+		d := w.delegate(w.freshStore(), func(c *delegate.Config) { c.Defer = true })
+		b, o := w.offer("")
+		if _, err := d.Receive(ctx, b, "ctx", true); err != nil {
+			t.Fatal(err)
+		}
+		b2, _ := w.offer(o.Hop)
+		a, err := d.Receive(ctx, b2, "ctx", true)
+		if err != nil || a.Outcome != handoff.Equivocation || a.Status != nil || a.Record == nil {
+			t.Fatalf("%+v %v", a, err)
+		}
+		if a.Record.State != store.Rejected || !a.Record.Equivocated {
+			t.Fatalf("Answer.Record: state %s, equivocated %v; want rejected, equivocated", a.Record.State, a.Record.Equivocated)
+		}
+		st := &handoff.Element{Form: a.Record.StatusForm, Octets: a.Record.Status}
+		if got := statusOf(t, w, st, b); got.State != handoff.StateRejected || got.Reason != handoff.ReasonEquivocation {
+			t.Fatalf("recorded status %+v", got)
+		}
+	})
+	t.Run("Accept wins the race: stopped, not rejected", func(t *testing.T) {
+		w := newWorld(t)
+		mem := w.freshStore()
+		var stopped []string
+		d := w.delegate(acceptFirst{mem}, func(c *delegate.Config) {
+			c.Defer = true
+			c.Stop = func(_, hop string) { stopped = append(stopped, hop) }
+		})
+		b, o := w.offer("")
+		if _, err := d.Receive(ctx, b, "ctx", true); err != nil {
+			t.Fatal(err)
+		}
+		b2, _ := w.offer(o.Hop)
+		a, err := d.Receive(ctx, b2, "ctx", true)
+		if err != nil || a.Outcome != handoff.Equivocation || a.Status != nil {
+			t.Fatalf("%+v %v", a, err)
+		}
+		if len(stopped) != 1 || stopped[0] != o.Hop {
+			t.Fatalf("stopped %v; want the hop stopped once", stopped)
+		}
+		if a.Record.State != store.Accepted || !a.Record.Equivocated {
+			t.Fatalf("Answer.Record: state %s, equivocated %v; want accepted, equivocated", a.Record.State, a.Record.Equivocated)
+		}
+		if r, _ := mem.Get(ctx, o.Iss, o.Hop); r.State != store.Accepted {
+			t.Fatalf("record state %s; want accepted", r.State)
+		}
+		expectFlag(t, d, store.FlagEquivocation)
+	})
+}
+
+// "Replay and Freshness" in a fleet: when another process sharing the
+// store drops its records (Forget), this delegate's restart rule follows
+// at its next Sweep.
+func TestSinceFollowsTheStore(t *testing.T) {
+	ctx := context.Background()
+	w := newWorld(t)
+	s := w.freshStore()
+	d := w.delegate(s, nil)
+	before1, _ := w.offer("")
+	before2, _ := w.offer("")
+	w.advance(time.Second)
+	if err := s.Forget(ctx, w.clock()); err != nil { // another replica's Forget
+		t.Fatal(err)
+	}
+	w.advance(time.Second)
+	// Not yet seen: the old Since still applies.
+	if a, err := d.Receive(ctx, before1, "ctx", true); err != nil || !a.Take {
+		t.Fatalf("before the Sweep: %+v, %v", a, err)
+	}
+	if _, err := d.Sweep(ctx); err != nil {
+		t.Fatal(err)
+	}
+	a, err := d.Receive(ctx, before2, "ctx", true)
+	if err != nil || a.Take || a.Outcome != handoff.Rejected || statusOf(t, w, a.Status, before2).Reason != handoff.ReasonReplay {
+		t.Fatalf("after the Sweep: %+v, %v; want rejected replay", a, err)
+	}
+}
+
+// A cancel that overtakes its offer is held only when its signature
+// verifies with a key bound to its iss; one delegator flooding early
+// cancels pushes out only its own oldest, never another's.
+func TestHeldCancelsBounded(t *testing.T) {
+	ctx := context.Background()
+	w := newWorld(t)
+	k, err := trust.GenerateKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tk, _ := trust.NewKey(&k.PublicKey)
+	if err := w.keys.Add("tester", tk); err != nil {
+		t.Fatal(err)
+	}
+	w.signers["tester"], _ = handoff.NewSigner(k)
+	d := w.delegate(w.freshStore(), nil)
+
+	n := w.clock().Unix()
+	to := &handoff.Offer{Hop: handoff.NewHop(), Dialog: "ctx", Iss: "tester", Aud: "coder", Iat: n, Exp: n + 120}
+	el, err := w.signers["tester"].SignOffer(to, handoff.FormJWS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tb, err := (&handoff.Handoff{Offer: el}).Encode(handoff.JSON)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cancelOf := func(signer, iss string, offer handoff.Digest) handoff.Element {
+		c, err := w.signers[signer].SignStatus(&handoff.Status{Offer: offer, Iss: iss, Aud: "coder", Iat: w.clock().Unix(),
+			State: handoff.StateCanceled}, handoff.FormJWS)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	if _, err := d.Cancel(ctx, cancelOf("tester", "tester", el.Digest()), "tester", to.Hop); !errors.Is(err, store.ErrNotFound) || !strings.Contains(err.Error(), "held") {
+		t.Fatalf("early cancel: %v", err)
+	}
+	// A cancel not signed by a key bound to its iss is not held.
+	pb, po := w.offer("")
+	ph, _ := handoff.ParseHandoff(pb, handoff.Limits{})
+	if _, err := d.Cancel(ctx, cancelOf("coder", "planner", ph.Offer.Digest()), po.Iss, po.Hop); err == nil || !strings.Contains(err.Error(), "not held") {
+		t.Fatalf("forged early cancel: %v; want it not held", err)
+	}
+	// The planner's real early cancel, then a flood of early cancels for
+	// offers that never come, then another real one.
+	oldest, _ := w.offer("")
+	oh, _ := handoff.ParseHandoff(oldest, handoff.Limits{})
+	d.Cancel(ctx, cancelOf("planner", "planner", oh.Offer.Digest()), "planner", "oldest")
+	for i := range 300 {
+		d.Cancel(ctx, cancelOf("planner", "planner", handoff.DigestOf([]byte{byte(i), byte(i >> 8)})), "planner", "flood")
+	}
+	latest, _ := w.offer("")
+	lh, _ := handoff.ParseHandoff(latest, handoff.Limits{})
+	d.Cancel(ctx, cancelOf("planner", "planner", lh.Offer.Digest()), "planner", "latest")
+	// The planner's own bound pushed out its oldest cancel, not its latest.
+	if a, err := d.Receive(ctx, latest, "ctx", true); err != nil || a.Take || a.Outcome != handoff.Rejected {
+		t.Fatalf("the planner's latest canceled offer: %+v, %v; want rejected", a, err)
+	}
+	if a, err := d.Receive(ctx, oldest, "ctx", true); err != nil || !a.Take {
+		t.Fatalf("the planner's oldest canceled offer: %+v, %v; want taken (its cancel was pushed out by the planner's own flood)", a, err)
+	}
+	// The tester's offer arrives: its cancel is still held.
+	a, err := d.Receive(ctx, tb, "ctx", true)
+	if err != nil || a.Take || a.Outcome != handoff.Rejected || statusOf(t, w, a.Status, tb).Reason != handoff.ReasonPolicy {
+		t.Fatalf("the tester's offer after its cancel and a flood: %+v, %v; want rejected (policy)", a, err)
+	}
+	// The planner's offer, whose forged cancel was not held, is taken.
+	if a, err := d.Receive(ctx, pb, "ctx", true); err != nil || !a.Take {
+		t.Fatalf("offer after a forged cancel: %+v, %v", a, err)
 	}
 }
