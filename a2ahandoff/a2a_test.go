@@ -3,6 +3,7 @@ package a2ahandoff_test
 import (
 	"bytes"
 	"context"
+	"crypto/ecdsa"
 	"errors"
 	"net/http/httptest"
 	"path/filepath"
@@ -44,29 +45,46 @@ type world struct {
 
 func newWorld(t testing.TB) *world {
 	w := &world{keys: trust.New(), signers: map[string]*handoff.Signer{}, tokens: map[string]string{}}
-	for _, id := range []string{assistantID, plannerID, coderID, malloryID} {
-		k, err := trust.GenerateKey()
-		if err != nil {
-			t.Fatal(err)
-		}
-		s, err := handoff.NewSigner(k)
-		if err != nil {
-			t.Fatal(err)
-		}
-		w.signers[id] = s
-		if id == malloryID {
-			continue
-		}
-		tk, err := trust.NewKey(&k.PublicKey)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := w.keys.Add(id, tk); err != nil {
-			t.Fatal(err)
-		}
-		w.tokens["token-of-"+id] = id
+	for _, id := range []string{assistantID, plannerID, coderID} {
+		addAgent(t, w, id)
 	}
+	_, w.signers[malloryID] = newKey(t) // a signer whose key nobody trusts
 	return w
+}
+
+// newKey is a fresh key pair and its signer.
+func newKey(t testing.TB) (*ecdsa.PrivateKey, *handoff.Signer) {
+	t.Helper()
+	k, err := trust.GenerateKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := handoff.NewSigner(k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k, s
+}
+
+// sign signs o as by, in form.
+func (w *world) sign(t testing.TB, by string, o handoff.Offer, form handoff.Form) handoff.Element {
+	t.Helper()
+	el, err := w.signers[by].SignOffer(&o, form)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return el
+}
+
+// reoffer signs, as the assistant, another offer for the hop of el, the
+// same (iss, hop) with other octets: an equivocation (draft "Forks,
+// Concurrency, and Equivocation"). It returns the new offer and its
+// payload.
+func (w *world) reoffer(t testing.TB, el handoff.Element, form handoff.Form) (handoff.Element, *handoff.Offer) {
+	t.Helper()
+	o := hopOf(t, el)
+	o.Exp++ // other octets, same (iss, hop)
+	return w.sign(t, assistantID, *o, form), o
 }
 
 // bearerAuth is the host protocol's authentication on the server: a
@@ -350,6 +368,106 @@ func hasFlag(t testing.TB, flags []store.Flag, kind, hop string) bool {
 	return false
 }
 
+// carrying attaches h to m (draft "Carrying the Element", A2A) and
+// returns m.
+func carrying(t testing.TB, m *a2a.Message, h *handoff.Handoff, enc handoff.Encoding) *a2a.Message {
+	t.Helper()
+	if err := a2ahandoff.AttachHandoff(m, h, enc); err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// offerMessage is a user message saying text in dialog (its contextId),
+// carrying h.
+func offerMessage(t testing.TB, text, dialog string, h *handoff.Handoff, enc handoff.Encoding) *a2a.Message {
+	t.Helper()
+	m := say(text)
+	m.ContextID = dialog
+	return carrying(t, m, h, enc)
+}
+
+// inTask is a user message saying text into task (its contextId and id).
+func inTask(task *a2a.Task, text string) *a2a.Message {
+	m := say(text)
+	m.ContextID, m.TaskID = task.ContextID, task.ID
+	return m
+}
+
+// mustSend sends m with the SDK's client over message/send and returns the
+// result, failing the test if the server refused it.
+func mustSend(t testing.TB, c *a2aclient.Client, m *a2a.Message) a2a.SendMessageResult {
+	t.Helper()
+	res, err := c.SendMessage(context.Background(), &a2a.MessageSendParams{Message: m})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
+// sendForTask sends m and expects a task back; it returns the task and
+// the signed statuses it carries, which must all be readable.
+func sendForTask(t testing.TB, c *a2aclient.Client, m *a2a.Message) (*a2a.Task, []handoff.Element) {
+	t.Helper()
+	res := mustSend(t, c, m)
+	task, ok := res.(*a2a.Task)
+	if !ok {
+		t.Fatalf("reply is a %T, want a task", res)
+	}
+	sts, errs := a2ahandoff.Statuses(res)
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	return task, sts
+}
+
+// recorded is the delegate's record of (iss, hop), which must exist.
+func recorded(t testing.TB, srv *server, iss, hop string) *store.Record {
+	t.Helper()
+	rec, err := srv.st.Get(context.Background(), iss, hop)
+	if err != nil {
+		t.Fatalf("the hop is not recorded: %v", err)
+	}
+	return rec
+}
+
+// waitTask polls task id until it reaches state; what names the task in
+// the failure message.
+func waitTask(t testing.TB, c *a2aclient.Client, id a2a.TaskID, state a2a.TaskState, what string) *a2a.Task {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		got := getTask(t, c, id)
+		if got.Status.State == state {
+			return got
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s %s, want %s", what, got.Status.State, state)
+		}
+	}
+}
+
+// offered sends a fresh offer for work, saying text, with the handoff
+// client, and checks that it was sent and that every status in the reply
+// verified at the tracker.
+func offered(t testing.TB, c *a2ahandoff.Client, work, text string, cfg *a2a.MessageSendConfig) *a2ahandoff.Reply {
+	t.Helper()
+	r, err := c.Offer(context.Background(), delegator.Offer{Aud: plannerID, Work: work}, say(text), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	noRefusals(t, r)
+	return r
+}
+
+// wantTaskState fails unless the hop's task is in state (the draft's
+// mapping table from the hop's status to the A2A task state).
+func wantTaskState(t testing.TB, r *a2ahandoff.Reply, state a2a.TaskState) {
+	t.Helper()
+	if r.State() != state {
+		t.Fatalf("task state %s, want %s", r.State(), state)
+	}
+}
+
 // The draft's lifecycle over real A2A (mapping table): accepted ->
 // WORKING, completed -> COMPLETED, failed -> FAILED, canceled ->
 // CANCELED; "Asking Again": a retransmission is answered from the record
@@ -365,14 +483,8 @@ func TestLifecycleOverA2A(t *testing.T) {
 			c := w.client(t, srv.url, assistantID, w.delegator(t, assistantID, tr, f.form), f.enc)
 
 			t.Run("completed, then asked again (Asking Again: identical octets, work not redone)", func(t *testing.T) {
-				r, err := c.Offer(ctx, delegator.Offer{Aud: plannerID, Work: "plan-1"}, say("complete"), nil)
-				if err != nil {
-					t.Fatal(err)
-				}
-				noRefusals(t, r)
-				if r.State() != a2a.TaskStateCompleted {
-					t.Fatalf("task state %s, want completed", r.State())
-				}
+				r := offered(t, c, "plan-1", "complete", nil)
+				wantTaskState(t, r, a2a.TaskStateCompleted)
 				offer := offerOf(t, tr, r.Hop)
 				if got := statesOf(t, w, r.Statuses, offer); !slices.Equal(got, []string{"accepted", "completed"}) {
 					t.Fatalf("statuses %v, want accepted then completed", got)
@@ -423,15 +535,9 @@ func TestLifecycleOverA2A(t *testing.T) {
 			})
 
 			t.Run("accepted is WORKING until the agent completes", func(t *testing.T) {
-				r, err := c.Offer(ctx, delegator.Offer{Aud: plannerID, Work: "plan-2"}, say("block"), &a2a.MessageSendConfig{Blocking: new(false)})
-				if err != nil {
-					t.Fatal(err)
-				}
-				noRefusals(t, r)
+				r := offered(t, c, "plan-2", "block", &a2a.MessageSendConfig{Blocking: new(false)})
 				<-srv.agent.started
-				if r.State() != a2a.TaskStateWorking {
-					t.Fatalf("task state %s, want working", r.State())
-				}
+				wantTaskState(t, r, a2a.TaskStateWorking)
 				offer := offerOf(t, tr, r.Hop)
 				if got := statesOf(t, w, r.Statuses, offer); !slices.Equal(got, []string{"accepted"}) {
 					t.Fatalf("statuses %v, want accepted", got)
@@ -451,11 +557,7 @@ func TestLifecycleOverA2A(t *testing.T) {
 			})
 
 			t.Run("an agent that answers with a Message completes the task", func(t *testing.T) {
-				r, err := c.Offer(ctx, delegator.Offer{Aud: plannerID, Work: "plan-3"}, say("reply"), nil)
-				if err != nil {
-					t.Fatal(err)
-				}
-				noRefusals(t, r)
+				r := offered(t, c, "plan-3", "reply", nil)
 				if r.State() != a2a.TaskStateCompleted || textOf(r.Task.Status.Message) != "here is the answer" {
 					t.Fatalf("task %s with %q, want completed with the agent's reply", r.State(), textOf(r.Task.Status.Message))
 				}
@@ -465,14 +567,8 @@ func TestLifecycleOverA2A(t *testing.T) {
 			})
 
 			t.Run("failed with a reported outcome is FAILED with a signed failed", func(t *testing.T) {
-				r, err := c.Offer(ctx, delegator.Offer{Aud: plannerID, Work: "plan-4"}, say("fail-reported"), nil)
-				if err != nil {
-					t.Fatal(err)
-				}
-				noRefusals(t, r)
-				if r.State() != a2a.TaskStateFailed {
-					t.Fatalf("task state %s, want failed", r.State())
-				}
+				r := offered(t, c, "plan-4", "fail-reported", nil)
+				wantTaskState(t, r, a2a.TaskStateFailed)
 				if got := statesOf(t, w, r.Statuses, offerOf(t, tr, r.Hop)); !slices.Equal(got, []string{"accepted", "failed/policy"}) {
 					t.Fatalf("statuses %v, want accepted then failed/policy", got)
 				}
@@ -482,14 +578,8 @@ func TestLifecycleOverA2A(t *testing.T) {
 			})
 
 			t.Run("failed with an unknown outcome keeps the hop accepted and flags it (Knowing the Outcome)", func(t *testing.T) {
-				r, err := c.Offer(ctx, delegator.Offer{Aud: plannerID, Work: "plan-5"}, say("fail"), nil)
-				if err != nil {
-					t.Fatal(err)
-				}
-				noRefusals(t, r)
-				if r.State() != a2a.TaskStateFailed {
-					t.Fatalf("task state %s, want failed", r.State())
-				}
+				r := offered(t, c, "plan-5", "fail", nil)
+				wantTaskState(t, r, a2a.TaskStateFailed)
 				var said []string
 				for _, p := range r.Task.Status.Message.Parts {
 					if tp, ok := p.(a2a.TextPart); ok {
@@ -531,9 +621,7 @@ func TestLifecycleOverA2A(t *testing.T) {
 					t.Fatal(err)
 				}
 				noRefusals(t, cr)
-				if cr.State() != a2a.TaskStateCanceled {
-					t.Fatalf("task state %s, want canceled", cr.State())
-				}
+				wantTaskState(t, cr, a2a.TaskStateCanceled)
 				if cause := <-srv.agent.stopped; cause == nil {
 					t.Fatal("the agent's context was not canceled")
 				}
@@ -560,20 +648,13 @@ func TestLifecycleOverA2A(t *testing.T) {
 func TestRejectionsOverA2A(t *testing.T) {
 	for _, f := range formats {
 		t.Run(f.name, func(t *testing.T) {
-			ctx := context.Background()
 			w := newWorld(t)
 			srv := w.serve(t, plannerID, memStore(), f.form, nil)
 			plain := a2aClient(t, srv.url, "token-of-"+assistantID)
 			plain.AddCallInterceptor(a2ahandoff.ExtensionHeader{})
 
 			now := time.Now().Unix()
-			sign := func(by string, o handoff.Offer) handoff.Element {
-				el, err := w.signers[by].SignOffer(&o, f.form)
-				if err != nil {
-					t.Fatal(err)
-				}
-				return el
-			}
+			sign := func(by string, o handoff.Offer) handoff.Element { return w.sign(t, by, o, f.form) }
 			base := func() handoff.Offer {
 				return handoff.Offer{Hop: handoff.NewHop(), Dialog: "ctx-" + handoff.NewHop(), Iss: assistantID, Aud: plannerID, Iat: now, Exp: now + 120}
 			}
@@ -626,15 +707,7 @@ func TestRejectionsOverA2A(t *testing.T) {
 			for _, tc := range cases {
 				t.Run(tc.name+" ("+tc.rule+")", func(t *testing.T) {
 					offer, ctxID := tc.offer()
-					m := say("complete")
-					m.ContextID = ctxID
-					if err := a2ahandoff.AttachHandoff(m, &handoff.Handoff{Offer: offer}, f.enc); err != nil {
-						t.Fatal(err)
-					}
-					res, err := plain.SendMessage(ctx, &a2a.MessageSendParams{Message: m})
-					if err != nil {
-						t.Fatal(err)
-					}
+					res := mustSend(t, plain, offerMessage(t, "complete", ctxID, &handoff.Handoff{Offer: offer}, f.enc))
 					task, ok := res.(*a2a.Task)
 					if !ok || task.Status.State != a2a.TaskStateRejected {
 						t.Fatalf("reply %T %+v, want a REJECTED task", res, res)
@@ -680,10 +753,7 @@ func TestRejectionsOverA2A(t *testing.T) {
 			}
 
 			t.Run("no Handoff (the agent requires one)", func(t *testing.T) {
-				res, err := plain.SendMessage(ctx, &a2a.MessageSendParams{Message: say("complete")})
-				if err != nil {
-					t.Fatal(err)
-				}
+				res := mustSend(t, plain, say("complete"))
 				if task, ok := res.(*a2a.Task); !ok || task.Status.State != a2a.TaskStateRejected {
 					t.Fatalf("reply %+v, want REJECTED", res)
 				}
@@ -707,10 +777,7 @@ func TestRejectionsOverA2A(t *testing.T) {
 					m := say("complete")
 					m.ContextID = "ctx-1"
 					m.Metadata = map[string]any{a2ahandoff.Key: tc.value}
-					res, err := plain.SendMessage(ctx, &a2a.MessageSendParams{Message: m})
-					if err != nil {
-						t.Fatal(err)
-					}
+					res := mustSend(t, plain, m)
 					task, ok := res.(*a2a.Task)
 					if !ok || task.Status.State != a2a.TaskStateRejected {
 						t.Fatalf("reply %+v, want REJECTED", res)
@@ -741,15 +808,8 @@ func TestEquivocationOverA2A(t *testing.T) {
 			plain := a2aClient(t, srv.url, "token-of-"+assistantID)
 			now := time.Now().Unix()
 			send := func(o handoff.Offer, text string, blocking bool) (handoff.Element, *a2a.Task) {
-				el, err := w.signers[assistantID].SignOffer(&o, f.form)
-				if err != nil {
-					t.Fatal(err)
-				}
-				m := say(text)
-				m.ContextID = o.Dialog
-				if err := a2ahandoff.AttachHandoff(m, &handoff.Handoff{Offer: el}, f.enc); err != nil {
-					t.Fatal(err)
-				}
+				el := w.sign(t, assistantID, o, f.form)
+				m := offerMessage(t, text, o.Dialog, &handoff.Handoff{Offer: el}, f.enc)
 				res, err := plain.SendMessage(ctx, &a2a.MessageSendParams{Message: m, Config: &a2a.MessageSendConfig{Blocking: &blocking}})
 				if err != nil {
 					t.Fatal(err)
@@ -800,23 +860,10 @@ func TestEquivocationOverA2A(t *testing.T) {
 				if cause := <-srv.agent.stopped; cause == nil {
 					t.Fatal("the first offer's work was not stopped")
 				}
-				deadline := time.Now().Add(10 * time.Second)
-				for {
-					got, err := plain.GetTask(ctx, &a2a.TaskQueryParams{ID: t1.ID})
-					if err != nil {
-						t.Fatal(err)
-					}
-					if got.Status.State == a2a.TaskStateFailed {
-						sts, _ := a2ahandoff.Statuses(got)
-						if st := statesOf(t, w, sts, first); !slices.Equal(st, []string{"accepted", "failed/equivocation"}) {
-							t.Fatalf("first offer's statuses %v, want accepted then failed/equivocation", st)
-						}
-						break
-					}
-					if time.Now().After(deadline) {
-						t.Fatalf("first task is %s, want failed", got.Status.State)
-					}
-					time.Sleep(20 * time.Millisecond)
+				got := waitTask(t, plain, t1.ID, a2a.TaskStateFailed, "first task is")
+				sts, _ := a2ahandoff.Statuses(got)
+				if st := statesOf(t, w, sts, first); !slices.Equal(st, []string{"accepted", "failed/equivocation"}) {
+					t.Fatalf("first offer's statuses %v, want accepted then failed/equivocation", st)
 				}
 			})
 		})

@@ -1,7 +1,6 @@
 package a2ahandoff_test
 
 import (
-	"context"
 	"slices"
 	"testing"
 	"time"
@@ -19,14 +18,7 @@ const reviewerID = "https://reviewer.example/agent"
 // addAgent gives w one more trusted agent.
 func addAgent(t testing.TB, w *world, id string) {
 	t.Helper()
-	k, err := trust.GenerateKey()
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := handoff.NewSigner(k)
-	if err != nil {
-		t.Fatal(err)
-	}
+	k, s := newKey(t)
 	tk, err := trust.NewKey(&k.PublicKey)
 	if err != nil {
 		t.Fatal(err)
@@ -53,6 +45,15 @@ func flipAt(el handoff.Element, i int) handoff.Element {
 	return handoff.Element{Form: el.Form, Octets: b}
 }
 
+// digest is el's digest, as an offer's prev names it.
+func digest(el handoff.Element) *handoff.Digest { d := el.Digest(); return &d }
+
+// elem is an offer from iss to aud issued at iat in the upstream dialog,
+// linked to prev: one element of a chain (draft "Checking a Chain").
+func elem(iss, aud string, iat int64, prev *handoff.Digest) handoff.Offer {
+	return handoff.Offer{Hop: handoff.NewHop(), Dialog: "ctx-upstream", Iss: iss, Aud: aud, Iat: iat, Exp: iat + 120, Prev: prev}
+}
+
 // A chain carried over A2A is checked by the delegate before the agent's
 // code runs (draft "Checking a Chain", D6-D8; step 6 of "Receiving an
 // Offer"). A rejected chain ends the task REJECTED (mapping table) with the
@@ -66,25 +67,13 @@ func flipAt(el handoff.Element, i int) handoff.Element {
 func TestChainChecksOverA2A(t *testing.T) {
 	for _, f := range formats[:2] { // a JSON Handoff (JWS) and a CBOR one (COSE)
 		t.Run(f.name, func(t *testing.T) {
-			ctx := context.Background()
 			w := newWorld(t)
 			addAgent(t, w, reviewerID)
 			lax := w.serve(t, coderID, memStore(), f.form, nil)
 			full := w.serve(t, coderID, memStore(), f.form, func(c *a2ahandoff.ServerConfig) { c.Delegate.Options.RequireFullChain = true })
 
 			now := time.Now().Unix()
-			sign := func(by string, o handoff.Offer) handoff.Element {
-				t.Helper()
-				el, err := w.signers[by].SignOffer(&o, f.form)
-				if err != nil {
-					t.Fatal(err)
-				}
-				return el
-			}
-			digest := func(el handoff.Element) *handoff.Digest { d := el.Digest(); return &d }
-			elem := func(iss, aud string, iat int64, prev *handoff.Digest) handoff.Offer {
-				return handoff.Offer{Hop: handoff.NewHop(), Dialog: "ctx-upstream", Iss: iss, Aud: aud, Iat: iat, Exp: iat + 120, Prev: prev}
-			}
+			sign := func(by string, o handoff.Offer) handoff.Element { t.Helper(); return w.sign(t, by, o, f.form) }
 			c0 := sign(assistantID, elem(assistantID, reviewerID, now-30, nil))
 			c1 := sign(reviewerID, elem(reviewerID, plannerID, now-20, digest(c0)))
 			// The chain's first element from an agent nobody trusts.
@@ -188,29 +177,11 @@ func TestChainChecksOverA2A(t *testing.T) {
 			for _, tc := range cases {
 				t.Run(tc.name+" ("+tc.rule+")", func(t *testing.T) {
 					el, chain, dialog := tc.build()
-					m := say("complete")
-					m.ContextID = dialog
-					if err := a2ahandoff.AttachHandoff(m, &handoff.Handoff{Offer: el, Chain: chain}, f.enc); err != nil {
-						t.Fatal(err)
-					}
+					m := offerMessage(t, "complete", dialog, &handoff.Handoff{Offer: el, Chain: chain}, f.enc)
 					runs := tc.srv.agent.runs.Load()
-					res, err := a2aClient(t, tc.srv.url, "token-of-"+plannerID).SendMessage(ctx, &a2a.MessageSendParams{Message: m})
-					if err != nil {
-						t.Fatal(err)
-					}
-					task, ok := res.(*a2a.Task)
-					if !ok {
-						t.Fatalf("reply is a %T, want a task", res)
-					}
-					sts, errs := a2ahandoff.Statuses(res)
-					if len(errs) > 0 {
-						t.Fatal(errs)
-					}
+					task, sts := sendForTask(t, a2aClient(t, tc.srv.url, "token-of-"+plannerID), m)
 					o := hopOf(t, el)
-					rec, err := tc.srv.st.Get(ctx, o.Iss, o.Hop)
-					if err != nil {
-						t.Fatalf("the hop is not recorded: %v", err)
-					}
+					rec := recorded(t, tc.srv, o.Iss, o.Hop)
 
 					if tc.reason != "" {
 						// Mapping table: rejected -> REJECTED; the agent never ran.

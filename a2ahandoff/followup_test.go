@@ -21,11 +21,7 @@ import (
 func signOffer(t testing.TB, w *world, dialog string) handoff.Element {
 	t.Helper()
 	now := time.Now().Unix()
-	el, err := w.signers[assistantID].SignOffer(&handoff.Offer{Hop: handoff.NewHop(), Dialog: dialog, Iss: assistantID, Aud: plannerID, Iat: now, Exp: now + 120}, handoff.FormJWS)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return el
+	return w.sign(t, assistantID, handoff.Offer{Hop: handoff.NewHop(), Dialog: dialog, Iss: assistantID, Aud: plannerID, Iat: now, Exp: now + 120}, handoff.FormJWS)
 }
 
 func hopOf(t testing.TB, el handoff.Element) *handoff.Offer {
@@ -43,15 +39,7 @@ func startPaused(t testing.TB, w *world, srv *server, c *a2aclient.Client) (hand
 	t.Helper()
 	dialog := "ctx-" + handoff.NewHop()
 	el := signOffer(t, w, dialog)
-	m := say("more")
-	m.ContextID = dialog
-	if err := a2ahandoff.AttachHandoff(m, &handoff.Handoff{Offer: el}, handoff.JSON); err != nil {
-		t.Fatal(err)
-	}
-	res, err := c.SendMessage(context.Background(), &a2a.MessageSendParams{Message: m})
-	if err != nil {
-		t.Fatal(err)
-	}
+	res := mustSend(t, c, offerMessage(t, "more", dialog, &handoff.Handoff{Offer: el}, handoff.JSON))
 	task, ok := res.(*a2a.Task)
 	if !ok || task.Status.State != a2a.TaskStateInputRequired {
 		t.Fatalf("first message: %T %+v, want an INPUT_REQUIRED task", res, res)
@@ -67,11 +55,7 @@ func unchanged(t testing.TB, srv *server, c *a2aclient.Client, task *a2a.Task, e
 	if n := srv.agent.runs.Load(); n != runs {
 		t.Errorf("the agent ran %d times, want %d", n, runs)
 	}
-	got, err := c.GetTask(ctx, &a2a.TaskQueryParams{ID: task.ID})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got.Status.State != task.Status.State {
+	if got := getTask(t, c, task.ID); got.Status.State != task.Status.State {
 		t.Errorf("task is %s, want it left %s", got.Status.State, task.Status.State)
 	}
 	o := hopOf(t, el)
@@ -130,12 +114,7 @@ func TestFollowUpOverA2A(t *testing.T) {
 			if tc.before != nil {
 				tc.before(t, hopOf(t, el))
 			}
-			f := say("complete")
-			f.ContextID, f.TaskID = task.ContextID, task.ID
-			res, err := tc.from.SendMessage(ctx, &a2a.MessageSendParams{Message: f})
-			if err != nil {
-				t.Fatal(err)
-			}
+			res := mustSend(t, tc.from, inTask(task, "complete"))
 			m, ok := res.(*a2a.Message)
 			if !ok {
 				t.Fatalf("reply %T %+v, want a standalone Message", res, res)
@@ -153,12 +132,7 @@ func TestFollowUpOverA2A(t *testing.T) {
 	t.Run("from the offer's iss: the agent runs under the hop and the task completes (Lifecycle)", func(t *testing.T) {
 		el, task := startPaused(t, w, srv, iss)
 		runs := srv.agent.runs.Load()
-		f := say("complete")
-		f.ContextID, f.TaskID = task.ContextID, task.ID
-		res, err := iss.SendMessage(ctx, &a2a.MessageSendParams{Message: f})
-		if err != nil {
-			t.Fatal(err)
-		}
+		res := mustSend(t, iss, inTask(task, "complete"))
 		got, ok := res.(*a2a.Task)
 		if !ok || got.Status.State != a2a.TaskStateCompleted {
 			t.Fatalf("reply %T %+v, want a COMPLETED task", res, res)
@@ -196,13 +170,9 @@ func TestRefusalInExistingTask(t *testing.T) {
 		iss := a2aClient(t, srv.url, "token-of-"+assistantID)
 		for _, from := range []*a2aclient.Client{a2aClient(t, srv.url, ""), iss} {
 			el, task := startPaused(t, w, srv, iss)
-			f := say("complete")
-			f.ContextID, f.TaskID = task.ContextID, task.ID
+			f := inTask(task, "complete")
 			f.Metadata = map[string]any{a2ahandoff.Key: 42}
-			res, err := from.SendMessage(ctx, &a2a.MessageSendParams{Message: f})
-			if err != nil {
-				t.Fatal(err)
-			}
+			res := mustSend(t, from, f)
 			if m, ok := res.(*a2a.Message); !ok || !strings.Contains(textOf(m), "bad-signature") {
 				t.Fatalf("reply %T %+v, want a Message saying bad-signature", res, res)
 			}
@@ -216,19 +186,8 @@ func TestRefusalInExistingTask(t *testing.T) {
 		el, task := startPaused(t, w, srv, iss)
 		now := time.Now().Unix()
 		o := handoff.Offer{Hop: handoff.NewHop(), Dialog: task.ContextID, Iss: assistantID, Aud: coderID, Iat: now, Exp: now + 120}
-		el2, err := w.signers[assistantID].SignOffer(&o, handoff.FormJWS)
-		if err != nil {
-			t.Fatal(err)
-		}
-		f := say("complete")
-		f.ContextID, f.TaskID = task.ContextID, task.ID
-		if err := a2ahandoff.AttachHandoff(f, &handoff.Handoff{Offer: el2}, handoff.JSON); err != nil {
-			t.Fatal(err)
-		}
-		res, err := iss.SendMessage(ctx, &a2a.MessageSendParams{Message: f})
-		if err != nil {
-			t.Fatal(err)
-		}
+		el2 := w.sign(t, assistantID, o, handoff.FormJWS)
+		res := mustSend(t, iss, carrying(t, inTask(task, "complete"), &handoff.Handoff{Offer: el2}, handoff.JSON))
 		if _, ok := res.(*a2a.Message); !ok {
 			t.Fatalf("reply %T %+v, want a Message", res, res)
 		}
@@ -252,27 +211,12 @@ func TestRefusalInExistingTask(t *testing.T) {
 			iss := a2aClient(t, srv.url, "token-of-"+assistantID)
 			el, task := startPaused(t, w, srv, iss)
 			runs := srv.agent.runs.Load()
-			o := hopOf(t, el)
-			o.Exp++ // other octets, same (iss, hop)
-			el2, err := w.signers[assistantID].SignOffer(o, handoff.FormJWS)
-			if err != nil {
-				t.Fatal(err)
-			}
-			f := say("complete")
-			f.ContextID, f.TaskID = task.ContextID, task.ID
-			if err := a2ahandoff.AttachHandoff(f, &handoff.Handoff{Offer: el2}, handoff.JSON); err != nil {
-				t.Fatal(err)
-			}
-			if _, err := iss.SendMessage(ctx, &a2a.MessageSendParams{Message: f}); err != nil {
-				t.Fatal(err)
-			}
+			el2, o := w.reoffer(t, el, handoff.FormJWS)
+			mustSend(t, iss, carrying(t, inTask(task, "complete"), &handoff.Handoff{Offer: el2}, handoff.JSON))
 			if n := srv.agent.runs.Load(); n != runs {
 				t.Fatalf("the agent ran %d more times", n-runs)
 			}
-			got, err := iss.GetTask(ctx, &a2a.TaskQueryParams{ID: task.ID})
-			if err != nil {
-				t.Fatal(err)
-			}
+			got := getTask(t, iss, task.ID)
 			if got.Status.State != a2a.TaskStateFailed {
 				t.Fatalf("first task is %s, want FAILED: its work was stopped", got.Status.State)
 			}

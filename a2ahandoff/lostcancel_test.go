@@ -229,25 +229,13 @@ func TestOnCancelDoesNotDelayCancelReply(t *testing.T) {
 func TestTooDeepChainOverA2A(t *testing.T) {
 	for _, f := range formats[:2] {
 		t.Run(f.name, func(t *testing.T) {
-			ctx := context.Background()
 			w := newWorld(t)
 			addAgent(t, w, reviewerID)
 			limit := func(n int) func(*a2ahandoff.ServerConfig) {
 				return func(c *a2ahandoff.ServerConfig) { c.Delegate.Options.Limits = handoff.Limits{MaxChain: n} }
 			}
 			now := time.Now().Unix()
-			sign := func(by string, o handoff.Offer) handoff.Element {
-				t.Helper()
-				el, err := w.signers[by].SignOffer(&o, f.form)
-				if err != nil {
-					t.Fatal(err)
-				}
-				return el
-			}
-			digest := func(el handoff.Element) *handoff.Digest { d := el.Digest(); return &d }
-			elem := func(iss, aud string, iat int64, prev *handoff.Digest) handoff.Offer {
-				return handoff.Offer{Hop: handoff.NewHop(), Dialog: "ctx-upstream", Iss: iss, Aud: aud, Iat: iat, Exp: iat + 120, Prev: prev}
-			}
+			sign := func(by string, o handoff.Offer) handoff.Element { t.Helper(); return w.sign(t, by, o, f.form) }
 			// assistant -> reviewer -> planner -> coder: a chain of 2.
 			c0 := sign(assistantID, elem(assistantID, reviewerID, now-30, nil))
 			c1 := sign(reviewerID, elem(reviewerID, plannerID, now-20, digest(c0)))
@@ -265,27 +253,9 @@ func TestTooDeepChainOverA2A(t *testing.T) {
 					o := elem(plannerID, coderID, now-10, digest(c1))
 					o.Dialog = "ctx-" + handoff.NewHop()
 					el := sign(plannerID, o)
-					m := say("complete")
-					m.ContextID = o.Dialog
-					if err := a2ahandoff.AttachHandoff(m, &handoff.Handoff{Offer: el, Chain: []handoff.Element{c0, c1}}, f.enc); err != nil {
-						t.Fatal(err)
-					}
-					res, err := a2aClient(t, srv.url, "token-of-"+plannerID).SendMessage(ctx, &a2a.MessageSendParams{Message: m})
-					if err != nil {
-						t.Fatal(err)
-					}
-					task, ok := res.(*a2a.Task)
-					if !ok {
-						t.Fatalf("reply is a %T, want a task", res)
-					}
-					sts, errs := a2ahandoff.Statuses(res)
-					if len(errs) > 0 {
-						t.Fatal(errs)
-					}
-					rec, err := srv.st.Get(ctx, plannerID, o.Hop)
-					if err != nil {
-						t.Fatalf("the hop is not recorded: %v", err)
-					}
+					m := offerMessage(t, "complete", o.Dialog, &handoff.Handoff{Offer: el, Chain: []handoff.Element{c0, c1}}, f.enc)
+					task, sts := sendForTask(t, a2aClient(t, srv.url, "token-of-"+plannerID), m)
+					rec := recorded(t, srv, plannerID, o.Hop)
 					if tc.reason == "" {
 						if task.Status.State != a2a.TaskStateCompleted || srv.agent.runs.Load() != 1 {
 							t.Fatalf("task %s, agent ran %d times; want completed, once", task.Status.State, srv.agent.runs.Load())

@@ -79,15 +79,8 @@ func firstSend(t testing.TB, w *world, c *a2aclient.Client, enc handoff.Encoding
 	t.Helper()
 	dialog := "ctx-" + handoff.NewHop()
 	now := time.Now().Unix()
-	el, err := w.signers[assistantID].SignOffer(&handoff.Offer{Hop: handoff.NewHop(), Dialog: dialog, Iss: assistantID, Aud: plannerID, Iat: now, Exp: now + 120}, form)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := say(text)
-	m.ContextID = dialog
-	if err := a2ahandoff.AttachHandoff(m, &handoff.Handoff{Offer: el}, enc); err != nil {
-		t.Fatal(err)
-	}
+	el := w.sign(t, assistantID, handoff.Offer{Hop: handoff.NewHop(), Dialog: dialog, Iss: assistantID, Aud: plannerID, Iat: now, Exp: now + 120}, form)
+	m := offerMessage(t, text, dialog, &handoff.Handoff{Offer: el}, enc)
 	res, err := c.SendMessage(context.Background(), &a2a.MessageSendParams{Message: m, Config: &a2a.MessageSendConfig{Blocking: &blocking}})
 	if err != nil {
 		t.Fatal(err)
@@ -105,6 +98,16 @@ func intoTask(m *a2a.Message, task *a2a.Task) *a2a.Message {
 	again := *m
 	again.TaskID, again.ContextID = task.ID, task.ContextID
 	return &again
+}
+
+// newMessageIntoTask is a new message (a new id) with m's text, sent into
+// task, carrying the offer el in place of m's Handoff.
+func newMessageIntoTask(t testing.TB, m *a2a.Message, task *a2a.Task, el handoff.Element, enc handoff.Encoding) *a2a.Message {
+	t.Helper()
+	m2 := intoTask(m, task)
+	m2.ID = a2a.NewMessageID()
+	m2.Metadata = nil
+	return carrying(t, m2, &handoff.Handoff{Offer: el}, enc)
 }
 
 // lastStatus is the last signed status a task carries.
@@ -166,21 +169,9 @@ func TestRetransmissionIntoOwnTask(t *testing.T) {
 							// Step 5: the offer names another dialog than
 							// the message's contextId; rejected and recorded.
 							now := time.Now().Unix()
-							var err error
-							el, err = w.signers[assistantID].SignOffer(&handoff.Offer{Hop: handoff.NewHop(), Dialog: "ctx-elsewhere", Iss: assistantID, Aud: plannerID, Iat: now, Exp: now + 120}, f.form)
-							if err != nil {
-								t.Fatal(err)
-							}
-							m = say("complete")
-							m.ContextID = "ctx-" + handoff.NewHop()
-							if err := a2ahandoff.AttachHandoff(m, &handoff.Handoff{Offer: el}, f.enc); err != nil {
-								t.Fatal(err)
-							}
-							res, err := iss.SendMessage(context.Background(), &a2a.MessageSendParams{Message: m})
-							if err != nil {
-								t.Fatal(err)
-							}
-							task = res.(*a2a.Task)
+							el = w.sign(t, assistantID, handoff.Offer{Hop: handoff.NewHop(), Dialog: "ctx-elsewhere", Iss: assistantID, Aud: plannerID, Iat: now, Exp: now + 120}, f.form)
+							m = offerMessage(t, "complete", "ctx-"+handoff.NewHop(), &handoff.Handoff{Offer: el}, f.enc)
+							task = mustSend(t, iss, m).(*a2a.Task)
 						} else {
 							el, m, task = firstSend(t, w, iss, f.enc, f.form, tc.text, true)
 						}
@@ -243,15 +234,7 @@ func TestRetransmissionIntoOwnTask(t *testing.T) {
 						t.Fatalf("task %s, want still working", got.Status.State)
 					}
 					srv.agent.release <- struct{}{}
-					var done *a2a.Task
-					for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-						if done = getTask(t, iss, task.ID); done.Status.State == a2a.TaskStateCompleted {
-							break
-						}
-						if time.Now().After(deadline) {
-							t.Fatalf("task %s, want completed", done.Status.State)
-						}
-					}
+					done := waitTask(t, iss, task.ID, a2a.TaskStateCompleted, "task")
 					if n := srv.agent.runs.Load(); n != runs {
 						t.Fatalf("the agent ran %d more times", n-runs)
 					}
@@ -270,19 +253,8 @@ func TestRetransmissionIntoOwnTask(t *testing.T) {
 				t.Run("another offer for the same hop, original taskId, after completion: equivocation", func(t *testing.T) {
 					el, m, task := firstSend(t, w, iss, f.enc, f.form, "complete", true)
 					runs := srv.agent.runs.Load()
-					o := hopOf(t, el)
-					o.Exp++ // other octets, same (iss, hop)
-					el2, err := w.signers[assistantID].SignOffer(o, f.form)
-					if err != nil {
-						t.Fatal(err)
-					}
-					m2 := intoTask(m, task)
-					m2.ID = a2a.NewMessageID()
-					m2.Metadata = nil
-					if err := a2ahandoff.AttachHandoff(m2, &handoff.Handoff{Offer: el2}, f.enc); err != nil {
-						t.Fatal(err)
-					}
-					ans := oneMessage(t, iss, m2, tp.stream, "")
+					el2, o := w.reoffer(t, el, f.form)
+					ans := oneMessage(t, iss, newMessageIntoTask(t, m, task, el2, f.enc), tp.stream, "")
 					if sts, _ := a2ahandoff.Statuses(ans); len(sts) != 0 {
 						t.Fatalf("%d statuses for an equivocating offer, want none", len(sts))
 					}
@@ -329,37 +301,18 @@ func TestEquivocationIntoRunningTask(t *testing.T) {
 			iss := a2aClient(t, srv.url, "token-of-"+assistantID)
 			el, m, task := firstSend(t, w, iss, f.enc, f.form, "block", false)
 			<-srv.agent.started
-			o := hopOf(t, el)
-			o.Exp++
-			el2, err := w.signers[assistantID].SignOffer(o, f.form)
-			if err != nil {
-				t.Fatal(err)
-			}
-			m2 := intoTask(m, task)
-			m2.ID = a2a.NewMessageID()
-			m2.Metadata = nil
-			if err := a2ahandoff.AttachHandoff(m2, &handoff.Handoff{Offer: el2}, f.enc); err != nil {
-				t.Fatal(err)
-			}
-			ans := oneMessage(t, iss, m2, false, "")
+			el2, _ := w.reoffer(t, el, f.form)
+			ans := oneMessage(t, iss, newMessageIntoTask(t, m, task, el2, f.enc), false, "")
 			if sts, _ := a2ahandoff.Statuses(ans); len(sts) != 0 {
 				t.Fatal("a status for the equivocating offer")
 			}
 			if cause := <-srv.agent.stopped; cause == nil {
 				t.Fatal("the first offer's work was not stopped")
 			}
-			for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-				got := getTask(t, iss, task.ID)
-				if got.Status.State == a2a.TaskStateFailed {
-					sts, _ := a2ahandoff.Statuses(got)
-					if st := statesOf(t, w, sts, el); !slices.Equal(st, []string{"accepted", "failed/equivocation"}) {
-						t.Fatalf("first offer's statuses %v, want accepted then failed/equivocation", st)
-					}
-					break
-				}
-				if time.Now().After(deadline) {
-					t.Fatalf("first task %s, want failed", got.Status.State)
-				}
+			got := waitTask(t, iss, task.ID, a2a.TaskStateFailed, "first task")
+			sts, _ := a2ahandoff.Statuses(got)
+			if st := statesOf(t, w, sts, el); !slices.Equal(st, []string{"accepted", "failed/equivocation"}) {
+				t.Fatalf("first offer's statuses %v, want accepted then failed/equivocation", st)
 			}
 			if n := srv.agent.runs.Load(); n != 1 {
 				t.Fatalf("the agent ran %d times", n)

@@ -12,6 +12,23 @@ import (
 	"github.com/quantumlearningmachines/handoff/a2ahandoff"
 )
 
+// postAsAssistant POSTs a raw JSON-RPC body to url, authenticated as the
+// assistant, and returns the reply's body: these bodies are written by
+// hand, as no SDK client would send them.
+func postAsAssistant(t testing.TB, url, body string) []byte {
+	t.Helper()
+	req, _ := http.NewRequest("POST", url, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer token-of-"+assistantID)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return b
+}
+
 // A JSON Handoff is read strictly (D3: a Handoff that is not strict JSON
 // is bad-signature): StrictHandler refuses, before the SDK decodes the
 // metadata into a map (where the last duplicate would win and a lone
@@ -45,15 +62,7 @@ func TestStrictHandlerRefusesLaxJSON(t *testing.T) {
 			body := `{"jsonrpc":"2.0","id":7,"method":"message/send","params":{"message":{"kind":"message","messageId":"m` + string(rune('0'+i)) +
 				`","role":"user","contextId":"ctx-strict","parts":[{"kind":"text","text":"complete"}],"extensions":["` + a2ahandoff.URI +
 				`"],"metadata":{"` + key + `":` + tc.handoff + `}}}}`
-			req, _ := http.NewRequest("POST", srv.url, strings.NewReader(body))
-			req.Header.Set("Content-Type", "application/json")
-			req.Header.Set("Authorization", "Bearer token-of-"+assistantID)
-			resp, err := http.DefaultClient.Do(req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer resp.Body.Close()
-			b, _ := io.ReadAll(resp.Body)
+			b := postAsAssistant(t, srv.url, body)
 			var out struct {
 				ID     json.RawMessage
 				Result json.RawMessage
@@ -86,15 +95,7 @@ func TestStrictHandlerRefusesLaxJSON(t *testing.T) {
 	t.Run("a strict Handoff passes", func(t *testing.T) {
 		body := `{"jsonrpc":"2.0","id":8,"method":"message/send","params":{"message":{"kind":"message","messageId":"ok","role":"user","contextId":"ctx-strict","parts":[{"kind":"text","text":"complete"}],"metadata":{"` +
 			a2ahandoff.Key + `":{"offer":` + offer + `}}}}}`
-		req, _ := http.NewRequest("POST", srv.url, strings.NewReader(body))
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Authorization", "Bearer token-of-"+assistantID)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
+		b := postAsAssistant(t, srv.url, body)
 		if !strings.Contains(string(b), `"state":"completed"`) {
 			t.Fatalf("reply %s, want a completed task", b)
 		}
@@ -110,16 +111,7 @@ func TestStrictHandlerRefusesLaxJSON(t *testing.T) {
 		send := func(id, h string) []byte {
 			body := `{"jsonrpc":"2.0","id":9,"method":"message/send","params":{"message":{"kind":"message","messageId":"` + id + `","role":"user","contextId":"ctx-strict","taskId":"` + done.Result.ID +
 				`","parts":[{"kind":"text","text":"complete"}],"metadata":{"` + a2ahandoff.Key + `":` + h + `}}}}`
-			req, _ := http.NewRequest("POST", srv.url, strings.NewReader(body))
-			req.Header.Set("Content-Type", "application/json")
-			req.Header.Set("Authorization", "Bearer token-of-"+assistantID)
-			resp, err := http.DefaultClient.Do(req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer resp.Body.Close()
-			b, _ := io.ReadAll(resp.Body)
-			return b
+			return postAsAssistant(t, srv.url, body)
 		}
 		if b := send("again-lax", `{"offer":`+offer+`,"offer":`+offer+`}`); !strings.Contains(string(b), `"code":-32600`) || strings.Contains(string(b), "result") {
 			t.Fatalf("lax retransmission: reply %s, want a JSON-RPC invalid request error", b)
