@@ -450,36 +450,68 @@ func TestCancel(t *testing.T) {
 }
 
 // Retention: under a steady stream of offers the sweeper keeps the store
-// bounded; accepted hops with unknown outcome stay.
+// bounded; accepted hops with unknown outcome stay. On the memory store
+// and on SQLite.
 func TestSweepBounded(t *testing.T) {
-	w := newWorld(t)
-	s := w.freshStore()
-	d := w.delegate(s, func(c *delegate.Config) { c.Retention = time.Minute })
-	ctx := context.Background()
-	_, stuck := w.offer("")
-	sb, stuck := w.offer("")
-	d.Receive(ctx, sb, "ctx", true)
-	max := 0
-	for i := 0; i < 600; i++ {
-		b, o := w.offer("")
-		if a, _ := d.Receive(ctx, b, "ctx", true); !a.Take {
-			t.Fatal("not taken")
-		}
-		d.Finish(ctx, o.Iss, o.Hop, delegate.Outcome{State: store.Completed})
-		w.advance(time.Second)
-		if i%30 == 0 {
-			d.Sweep(ctx)
-		}
-		if s.Len() > max {
-			max = s.Len()
-		}
-	}
-	// exp is 120 s, skew 60 s, retention 60 s: about 240 s of offers live.
-	if max > 300 {
-		t.Fatalf("store grew to %d records", max)
-	}
-	if _, err := s.Get(ctx, stuck.Iss, stuck.Hop); err != nil {
-		t.Fatalf("an accepted hop with unknown outcome was swept: %v", err)
+	for _, kind := range []string{"memory", "sqlite"} {
+		t.Run(kind, func(t *testing.T) {
+			w := newWorld(t)
+			ctx := context.Background()
+			var s store.Store
+			var size func() int
+			if kind == "memory" {
+				m := w.freshStore()
+				s, size = m, m.Len
+			} else {
+				sq, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "hops.db"))
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { sq.Close() })
+				if err := sq.Forget(ctx, w.clock().Add(-time.Hour)); err != nil {
+					t.Fatal(err)
+				}
+				s = sq
+				size = func() int {
+					var n int
+					if err := sq.DB().QueryRow(`SELECT COUNT(*) FROM hops`).Scan(&n); err != nil {
+						t.Fatal(err)
+					}
+					return n
+				}
+			}
+			d := w.delegate(s, func(c *delegate.Config) { c.Retention = time.Minute })
+			sb, stuck := w.offer("")
+			if a, err := d.Receive(ctx, sb, "ctx", true); err != nil || !a.Take {
+				t.Fatalf("%+v %v", a, err)
+			}
+			max := 0
+			for i := 0; i < 600; i++ {
+				b, o := w.offer("")
+				if a, err := d.Receive(ctx, b, "ctx", true); err != nil || !a.Take {
+					t.Fatalf("not taken: %+v %v", a, err)
+				}
+				if _, err := d.Finish(ctx, o.Iss, o.Hop, delegate.Outcome{State: store.Completed}); err != nil {
+					t.Fatal(err)
+				}
+				w.advance(time.Second)
+				if i%30 == 0 {
+					if _, err := d.Sweep(ctx); err != nil {
+						t.Fatal(err)
+					}
+				}
+				if n := size(); n > max {
+					max = n
+				}
+			}
+			// exp is 120 s, skew 60 s, retention 60 s: about 240 s of offers live.
+			if max > 300 {
+				t.Fatalf("store grew to %d records", max)
+			}
+			if _, err := s.Get(ctx, stuck.Iss, stuck.Hop); err != nil {
+				t.Fatalf("an accepted hop with unknown outcome was swept: %v", err)
+			}
+		})
 	}
 }
 
