@@ -39,22 +39,13 @@ func TestCarriageKeepsOctets(t *testing.T) {
 	now := time.Now().Unix()
 	for _, f := range formats {
 		t.Run(f.name, func(t *testing.T) {
-			first, err := w.signers[assistantID].SignOffer(&handoff.Offer{Hop: handoff.NewHop(), Dialog: "d",
+			first := w.sign(t, assistantID, handoff.Offer{Hop: handoff.NewHop(), Dialog: "d",
 				Iss: assistantID, Aud: plannerID, Iat: now, Exp: now + 60}, f.form)
-			if err != nil {
-				t.Fatal(err)
-			}
 			prev := first.Digest()
-			next, err := w.signers[plannerID].SignOffer(&handoff.Offer{Hop: handoff.NewHop(), Dialog: "d",
+			next := w.sign(t, plannerID, handoff.Offer{Hop: handoff.NewHop(), Dialog: "d",
 				Iss: plannerID, Aud: coderID, Iat: now, Exp: now + 60, Prev: &prev}, f.form)
-			if err != nil {
-				t.Fatal(err)
-			}
 			h := (&handoff.Handoff{Offer: first}).PassOn(next)
-			m := a2a.NewMessage(a2a.MessageRoleUser, a2a.TextPart{Text: "x"})
-			if err := a2ahandoff.AttachHandoff(m, h, f.enc); err != nil {
-				t.Fatal(err)
-			}
+			m := carrying(t, a2a.NewMessage(a2a.MessageRoleUser, a2a.TextPart{Text: "x"}), h, f.enc)
 			got := roundTrip(t, m)
 			v := got.Metadata[a2ahandoff.Key]
 			switch f.enc {

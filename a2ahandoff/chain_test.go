@@ -331,16 +331,9 @@ func TestStreamingOverA2A(t *testing.T) {
 	plain := a2aClient(t, srv.url, "token-of-"+assistantID)
 	plain.AddCallInterceptor(a2ahandoff.ExtensionHeader{})
 	now := time.Now().Unix()
-	offer, err := w.signers[assistantID].SignOffer(&handoff.Offer{Hop: handoff.NewHop(), Dialog: "ctx-stream",
+	offer := w.sign(t, assistantID, handoff.Offer{Hop: handoff.NewHop(), Dialog: "ctx-stream",
 		Iss: assistantID, Aud: plannerID, Iat: now, Exp: now + 60}, handoff.FormCOSE)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := say("complete")
-	m.ContextID = "ctx-stream"
-	if err := a2ahandoff.AttachHandoff(m, &handoff.Handoff{Offer: offer}, handoff.CBOR); err != nil {
-		t.Fatal(err)
-	}
+	m := offerMessage(t, "complete", "ctx-stream", &handoff.Handoff{Offer: offer}, handoff.CBOR)
 	var got []string
 	for ev, err := range plain.SendStreamingMessage(ctx, &a2a.MessageSendParams{Message: m}) {
 		if err != nil {
@@ -405,16 +398,9 @@ func TestStreamingOverA2A(t *testing.T) {
 
 	// A rejection over message/stream (step 5: another dialog): REJECTED
 	// with the signed rejected.
-	other, err := w.signers[assistantID].SignOffer(&handoff.Offer{Hop: handoff.NewHop(), Dialog: "ctx-other",
+	other := w.sign(t, assistantID, handoff.Offer{Hop: handoff.NewHop(), Dialog: "ctx-other",
 		Iss: assistantID, Aud: plannerID, Iat: now, Exp: now + 60}, handoff.FormCOSE)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rm := say("complete")
-	rm.ContextID = "ctx-stream-2"
-	if err := a2ahandoff.AttachHandoff(rm, &handoff.Handoff{Offer: other}, handoff.CBOR); err != nil {
-		t.Fatal(err)
-	}
+	rm := offerMessage(t, "complete", "ctx-stream-2", &handoff.Handoff{Offer: other}, handoff.CBOR)
 	if got, want := streamed(rm, other), []string{"rejected:rejected/policy"}; !slices.Equal(got, want) {
 		t.Fatalf("streamed rejection %v, want %v", got, want)
 	}
