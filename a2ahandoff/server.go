@@ -521,11 +521,7 @@ func (x *Executor) noteTask(a *delegate.Answer, task a2a.TaskID) {
 	if a.Result == nil || a.Result.Offer == nil || task == "" {
 		return
 	}
-	skew := x.cfg.Delegate.Options.Skew
-	if skew <= 0 {
-		skew = 60 * time.Second // the receiver's default (handoff.Options.Skew)
-	}
-	keep := time.Unix(a.Result.Offer.Exp, 0).Add(skew)
+	keep := time.Unix(a.Result.Offer.Exp, 0).Add(handoff.EffectiveSkew(x.cfg.Delegate.Options.Skew))
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	x.tasks[[2]string{a.Iss, a.Hop}] = hopTask{id: task, keep: keep}
