@@ -17,15 +17,16 @@ package handoff_test
 // JSON Handoff, the COSE offer in a CBOR Handoff (as a byte string).
 //
 // Replay memory: the receiver remembers (iss, hop), and a second Receive
-// of the same octets is a retransmission that skips steps 3-7. To measure
-// the full checks on every iteration without pre-signing b.N offers, the
-// Receive benchmarks give the Receiver forgetfulMemory, a ReplayMemory
-// that never remembers (Lookup: not found; Remember: stored). Every
-// iteration therefore runs steps 1-6 in full on the same octets (step 7
-// has no reference check configured), and the costs of the in-process
-// Memory (a second SHA-256 of the offer, a mutex, a map insert) are left
-// out. Each iteration checks that the outcome is Accepted and the chain
-// quality the expected one (absent, or full for the chain).
+// of the same octets is a retransmission that skips steps 3-7. So each
+// Receive benchmark cycles through a pool of distinct pre-signed offers
+// (same content, each its own hop, padded alike) with the real in-process
+// Memory, replaced by an empty one each time the pool wraps around (the
+// timed cost of that is the map growing again, as a live memory's does):
+// every iteration runs steps 1-6 in full on an offer the memory has not
+// seen (step 7 has no reference check configured), the atomic Remember of
+// step 4 included. Each iteration checks that the outcome is
+// Accepted and the chain quality the expected one (absent, or full for
+// the chain).
 
 import (
 	"bytes"
@@ -52,20 +53,22 @@ var benchNow = time.Unix(1767225600, 0)
 
 const benchReceiver = "https://agents.example.net/executor"
 
-// forgetfulMemory is a ReplayMemory that never remembers, so that every
-// Receive of the same octets runs all of steps 1-6 (see the file comment).
-// Remember reports the pair stored without hashing the offer: Receive
-// does not use the digest returned with stored == true, and the store's
-// own costs (Memory hashes the offer again, takes a mutex and inserts
-// into a map) are not what these benchmarks measure.
-type forgetfulMemory struct{}
+// benchPool is the number of distinct offers a Receive benchmark cycles
+// through before it renews the replay memory.
+const benchPool = 256
 
-func (forgetfulMemory) Lookup(context.Context, string, string) (handoff.Digest, bool, error) {
-	return handoff.Digest{}, false, nil
+// renewedMemory is the in-process handoff.Memory, replaced by an empty one
+// by renew (when a benchmark's pool of offers wraps around).
+type renewedMemory struct{ m *handoff.Memory }
+
+func (r *renewedMemory) renew() { r.m = handoff.NewMemory(func() time.Time { return benchNow }) }
+
+func (r *renewedMemory) Lookup(ctx context.Context, iss, hop string) (handoff.Digest, bool, error) {
+	return r.m.Lookup(ctx, iss, hop)
 }
 
-func (forgetfulMemory) Remember(context.Context, string, string, handoff.Element, time.Time) (handoff.Digest, bool, error) {
-	return handoff.Digest{}, true, nil
+func (r *renewedMemory) Remember(ctx context.Context, iss, hop string, offer handoff.Element, d handoff.Digest, keep time.Time) (handoff.Digest, bool, error) {
+	return r.m.Remember(ctx, iss, hop, offer, d, keep)
 }
 
 // benchAgent is one signing agent of a benchmark.
@@ -170,40 +173,51 @@ func signPadded(b *testing.B, s *handoff.Signer, o *handoff.Offer, f handoff.For
 	return handoff.Element{}
 }
 
-func benchReceiverFor(b *testing.B, cfg *trust.Config) *handoff.Receiver {
+func benchReceiverFor(b *testing.B, cfg *trust.Config) (*handoff.Receiver, *renewedMemory) {
 	b.Helper()
+	mem := &renewedMemory{}
+	mem.renew()
 	r, err := handoff.NewReceiver(handoff.Options{
 		Me:     benchReceiver,
 		Keys:   cfg,
 		Now:    func() time.Time { return benchNow },
-		Memory: forgetfulMemory{},
+		Memory: mem,
 	})
 	if err != nil {
 		b.Fatal(err)
 	}
-	return r
+	return r, mem
 }
 
-// runReceive runs the full receiving checks on msg once per iteration.
-func runReceive(b *testing.B, r *handoff.Receiver, msg []byte, want handoff.ChainQuality, inputs int) {
+// receive runs the full receiving checks on the case's next offer and
+// checks the verdict; at the end of the pool the memory starts afresh.
+func (c *benchCase) receive(b *testing.B, ctx context.Context) {
+	if c.next == len(c.msgs) {
+		c.next = 0
+		c.mem.renew()
+	}
+	res, err := c.r.Receive(ctx, c.msgs[c.next], "")
+	c.next++
+	if err != nil || res.Outcome != handoff.Accepted || res.ChainQuality != c.want {
+		out, q := handoff.Outcome(""), handoff.ChainQuality("")
+		if res != nil {
+			out, q = res.Outcome, res.ChainQuality
+		}
+		b.Fatalf("Receive: %v (outcome %s, chain %s; want accepted, %s)", err, out, q, c.want)
+	}
+}
+
+// runReceive runs the full receiving checks on one fresh offer of the
+// case per iteration.
+func runReceive(b *testing.B, c *benchCase) {
 	b.Helper()
 	ctx := context.Background()
-	// Check once outside the loop, with a readable failure.
-	res, err := r.Receive(ctx, msg, "")
-	if err != nil {
-		b.Fatalf("Receive: %v", err)
-	}
-	if res.Outcome != handoff.Accepted || res.ChainQuality != want {
-		b.Fatalf("Receive: outcome %s, chain %s; want accepted, %s", res.Outcome, res.ChainQuality, want)
-	}
+	c.receive(b, ctx) // once outside the loop, with a readable failure
 	b.ReportAllocs()
 	for b.Loop() {
-		res, err := r.Receive(ctx, msg, "")
-		if err != nil || res.Outcome != handoff.Accepted || res.ChainQuality != want {
-			b.Fatalf("Receive: %v (outcome %s, chain %s)", err, res.Outcome, res.ChainQuality)
-		}
+		c.receive(b, ctx)
 	}
-	b.ReportMetric(float64(inputs), "signed-octets") // after b.Loop, which resets metrics
+	b.ReportMetric(float64(c.inputs), "signed-octets") // after b.Loop, which resets metrics
 }
 
 // BenchmarkECDSAVerifyP256 is the floor: SHA-256 of a ~900-octet signing
@@ -230,50 +244,55 @@ func BenchmarkECDSAVerifyP256(b *testing.B) {
 	b.ReportMetric(float64(len(input)), "signed-octets")
 }
 
-// benchCase is one receive benchmark's set-up: the receiver, the Handoff
-// it receives, the chain quality it must report, and the signed octets.
+// benchCase is one receive benchmark's set-up: the receiver and its
+// memory, the pool of distinct Handoffs it receives in turn, the chain
+// quality it must report, and the signed octets of one Handoff.
 type benchCase struct {
 	r      *handoff.Receiver
-	msg    []byte
+	mem    *renewedMemory
+	msgs   [][]byte
+	next   int
 	want   handoff.ChainQuality
 	inputs int
 }
 
 // offerCase is a JWS offer in a JSON Handoff, or a COSE offer in a CBOR
 // Handoff (as a byte string, the carriage a COSE deployment uses), no
-// chain.
-func offerCase(b *testing.B, f handoff.Form) benchCase {
+// chain: benchPool of them, each its own hop.
+func offerCase(b *testing.B, f handoff.Form) *benchCase {
 	agents, cfg := benchAgents(b, 1)
 	a := agents[0]
-	el := signPadded(b, a.signer, benchOffer(a.id, benchReceiver, nil), f)
 	enc := handoff.JSON
 	if f == handoff.FormCOSE {
 		enc = handoff.CBOR
 	}
-	msg, err := (&handoff.Handoff{Offer: el}).Encode(enc)
-	if err != nil {
-		b.Fatal(err)
+	c := &benchCase{want: handoff.ChainAbsent}
+	c.r, c.mem = benchReceiverFor(b, cfg)
+	for range benchPool {
+		el := signPadded(b, a.signer, benchOffer(a.id, benchReceiver, nil), f)
+		msg, err := (&handoff.Handoff{Offer: el}).Encode(enc)
+		if err != nil {
+			b.Fatal(err)
+		}
+		c.msgs, c.inputs = append(c.msgs, msg), signingInputLen(el)
 	}
-	return benchCase{benchReceiverFor(b, cfg), msg, handoff.ChainAbsent, signingInputLen(el)}
+	return c
 }
 
 // chainCase is a JSON Handoff whose JWS offer carries a full chain of n
 // JWS elements: n+1 signatures by n+1 distinct agents, each over ~900
 // octets, agent i handing off to agent i+1 and the last to the receiver.
-func chainCase(b *testing.B, n int) benchCase {
+// The pool's Handoffs share the chain; each outer offer is its own hop.
+func chainCase(b *testing.B, n int) *benchCase {
 	agents, cfg := benchAgents(b, n+1)
 	var h *handoff.Handoff
 	total := 0
-	for i, a := range agents {
-		aud := benchReceiver
-		if i < n {
-			aud = agents[i+1].id
-		}
+	for i, a := range agents[:n] {
 		var prev *handoff.Digest
 		if h != nil {
 			prev = ptr(h.Offer.Digest())
 		}
-		el := signPadded(b, a.signer, benchOffer(a.id, aud, prev), handoff.FormJWS)
+		el := signPadded(b, a.signer, benchOffer(a.id, agents[i+1].id, prev), handoff.FormJWS)
 		total += signingInputLen(el)
 		if h == nil {
 			h = &handoff.Handoff{Offer: el}
@@ -281,21 +300,28 @@ func chainCase(b *testing.B, n int) benchCase {
 			h = h.PassOn(el)
 		}
 	}
-	if len(h.Chain) != n {
-		b.Fatalf("chain of %d elements, want %d", len(h.Chain), n)
+	c := &benchCase{want: handoff.ChainFull}
+	c.r, c.mem = benchReceiverFor(b, cfg)
+	last := agents[n]
+	for range benchPool / 4 {
+		el := signPadded(b, last.signer, benchOffer(last.id, benchReceiver, ptr(h.Offer.Digest())), handoff.FormJWS)
+		full := h.PassOn(el)
+		if len(full.Chain) != n {
+			b.Fatalf("chain of %d elements, want %d", len(full.Chain), n)
+		}
+		msg, err := full.Encode(handoff.JSON)
+		if err != nil {
+			b.Fatal(err)
+		}
+		c.msgs, c.inputs = append(c.msgs, msg), total+signingInputLen(el)
 	}
-	msg, err := h.Encode(handoff.JSON)
-	if err != nil {
-		b.Fatal(err)
-	}
-	return benchCase{benchReceiverFor(b, cfg), msg, handoff.ChainFull, total}
+	return c
 }
 
 // BenchmarkVerifyOfferJWS is Receiver.Receive of a JSON Handoff carrying
 // one JWS offer (no chain): steps 1-6 in full every iteration.
 func BenchmarkVerifyOfferJWS(b *testing.B) {
-	c := offerCase(b, handoff.FormJWS)
-	runReceive(b, c.r, c.msg, c.want, c.inputs)
+	runReceive(b, offerCase(b, handoff.FormJWS))
 }
 
 // BenchmarkVerifyOfferCOSE is the same with a COSE_Sign1 offer of the same
@@ -303,8 +329,7 @@ func BenchmarkVerifyOfferJWS(b *testing.B) {
 // (Sig_structure), carried as a byte string in a CBOR Handoff, the
 // carriage a COSE deployment uses.
 func BenchmarkVerifyOfferCOSE(b *testing.B) {
-	c := offerCase(b, handoff.FormCOSE)
-	runReceive(b, c.r, c.msg, c.want, c.inputs)
+	runReceive(b, offerCase(b, handoff.FormCOSE))
 }
 
 // BenchmarkVerifyChain16 is Receiver.Receive of a JSON Handoff whose offer
@@ -313,8 +338,7 @@ func BenchmarkVerifyOfferCOSE(b *testing.B) {
 // last to the receiver. Steps 1-6 in full every iteration, ending with a
 // full chain.
 func BenchmarkVerifyChain16(b *testing.B) {
-	c := chainCase(b, 16)
-	runReceive(b, c.r, c.msg, c.want, c.inputs)
+	runReceive(b, chainCase(b, 16))
 }
 
 // BenchmarkRatiosInterleaved measures the three ratios a second way, for
@@ -338,14 +362,11 @@ func BenchmarkRatiosInterleaved(b *testing.B) {
 		b.Fatal(err)
 	}
 	pub := &a.key.PublicKey
-	cases := []benchCase{offerCase(b, handoff.FormJWS), offerCase(b, handoff.FormCOSE), chainCase(b, 16)}
+	cases := []*benchCase{offerCase(b, handoff.FormJWS), offerCase(b, handoff.FormCOSE), chainCase(b, 16)}
 	ctx := context.Background()
-	receive := func(c benchCase, n int) {
+	receive := func(c *benchCase, n int) {
 		for range n {
-			res, err := c.r.Receive(ctx, c.msg, "")
-			if err != nil || res.Outcome != handoff.Accepted || res.ChainQuality != c.want {
-				b.Fatalf("Receive: %v", err)
-			}
+			c.receive(b, ctx)
 		}
 	}
 	parts := []func(){

@@ -1,6 +1,7 @@
 package handoff
 
 import (
+	"bytes"
 	"context"
 	"sync"
 	"time"
@@ -18,8 +19,10 @@ type ReplayMemory interface {
 	// pair, exactly one stores. It returns the digest now remembered and
 	// whether this call stored it. keepUntil is the earliest time the pair
 	// may be forgotten (exp plus skew at least). offer is the signed offer
-	// as received, for stores that keep its octets.
-	Remember(ctx context.Context, iss, hop string, offer Element, keepUntil time.Time) (Digest, bool, error)
+	// as received, for stores that keep its octets, and digest its handoff
+	// digest, which the receiver has computed already (hashing the octets
+	// again would cost about 1% of a verification).
+	Remember(ctx context.Context, iss, hop string, offer Element, digest Digest, keepUntil time.Time) (Digest, bool, error)
 }
 
 // Memory is an in-process ReplayMemory. Entries are forgotten once their
@@ -57,8 +60,8 @@ func (m *Memory) Lookup(_ context.Context, iss, hop string) (Digest, bool, error
 }
 
 // Remember implements ReplayMemory.
-func (m *Memory) Remember(_ context.Context, iss, hop string, offer Element, keepUntil time.Time) (Digest, bool, error) {
-	d := offer.Digest()
+func (m *Memory) Remember(_ context.Context, iss, hop string, _ Element, d Digest, keepUntil time.Time) (Digest, bool, error) {
+	d.Val = bytes.Clone(d.Val) // the caller's Result holds the same slice
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	k := memKey{iss, hop}

@@ -260,7 +260,7 @@ func (r *Receiver) Receive(ctx context.Context, b []byte, dialog string) (*Resul
 		return reject(ReasonReplay, 4, OfferIndex, "iat", fmt.Errorf("iat %d is not after the second this receiver's memory began (%d); it may have seen the offer", o.Iat, r.o.Since.Unix()))
 	}
 	keep := time.Unix(o.Exp, 0).Add(r.o.Skew)
-	first, stored, err := r.o.Memory.Remember(ctx, o.Iss, o.Hop, h.Offer, keep)
+	first, stored, err := r.o.Memory.Remember(ctx, o.Iss, o.Hop, h.Offer, digest, keep)
 	if err != nil {
 		return nil, fmt.Errorf("handoff: replay memory: %w", err)
 	}

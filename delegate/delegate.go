@@ -158,8 +158,8 @@ func (l lookupOnly) Lookup(ctx context.Context, iss, hop string) (handoff.Digest
 	return r.Digest, true, nil
 }
 
-func (l lookupOnly) Remember(_ context.Context, _, _ string, offer handoff.Element, _ time.Time) (handoff.Digest, bool, error) {
-	return offer.Digest(), true, nil
+func (l lookupOnly) Remember(_ context.Context, _, _ string, _ handoff.Element, digest handoff.Digest, _ time.Time) (handoff.Digest, bool, error) {
+	return digest, true, nil
 }
 
 // Answer is what became of a received Handoff and what to send back.

@@ -36,8 +36,8 @@ func (r replay) Lookup(ctx context.Context, iss, hop string) (handoff.Digest, bo
 	return rec.Digest, true, nil
 }
 
-func (r replay) Remember(ctx context.Context, iss, hop string, offer handoff.Element, keepUntil time.Time) (handoff.Digest, bool, error) {
-	rec, stored, err := r.s.Claim(ctx, &Record{Iss: iss, Hop: hop, Digest: offer.Digest(), Offer: offer.Octets,
+func (r replay) Remember(ctx context.Context, iss, hop string, offer handoff.Element, digest handoff.Digest, keepUntil time.Time) (handoff.Digest, bool, error) {
+	rec, stored, err := r.s.Claim(ctx, &Record{Iss: iss, Hop: hop, Digest: digest, Offer: offer.Octets,
 		OfferForm: offer.Form, State: Received, Received: r.now(), KeepUntil: keepUntil})
 	if err != nil {
 		return handoff.Digest{}, false, err
