@@ -403,12 +403,7 @@ func (d *Delegate) equivocation(ctx context.Context, r *store.Record, second han
 	return r, err
 }
 
-func (d *Delegate) skew() time.Duration {
-	if d.cfg.Options.Skew > 0 {
-		return d.cfg.Options.Skew
-	}
-	return 60 * time.Second
-}
+func (d *Delegate) skew() time.Duration { return handoff.EffectiveSkew(d.cfg.Options.Skew) }
 
 // sign makes a status for offer o (whose handoff digest is dg), from this
 // delegate to the delegator.

@@ -64,7 +64,7 @@ type Config struct {
 	Form   handoff.Form // signed form of its offers and cancels (default JWS)
 	Retry  Retry
 	Now    func() time.Time
-	Skew   time.Duration // default 60 s
+	Skew   time.Duration // statuses issued after now + skew are refused; 0: 60 s, handoff.NoSkew: none
 }
 
 // Delegator tracks the hops it issued. Safe for concurrent use.
@@ -80,9 +80,6 @@ func New(c Config) (*Delegator, error) {
 	c.Retry = c.Retry.withDefaults()
 	if c.Now == nil {
 		c.Now = time.Now
-	}
-	if c.Skew == 0 {
-		c.Skew = 60 * time.Second
 	}
 	return &Delegator{c: c}, nil
 }
