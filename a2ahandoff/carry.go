@@ -43,6 +43,9 @@ var ErrNoHandoff = errors.New("a2ahandoff: the message carries no Handoff under 
 // strings, handoff.CBOR as base64url text of the CBOR Handoff's octets.
 // The signed elements' octets are never changed.
 func AttachHandoff(m *a2a.Message, h *handoff.Handoff, enc handoff.Encoding) error {
+	if m == nil {
+		return errors.New("a2ahandoff: AttachHandoff needs the message to carry the Handoff, got nil")
+	}
 	v, err := handoffValue(h, enc)
 	if err != nil {
 		return err
@@ -55,7 +58,7 @@ func AttachHandoff(m *a2a.Message, h *handoff.Handoff, enc handoff.Encoding) err
 // handoffValue is the metadata value carrying h.
 func handoffValue(h *handoff.Handoff, enc handoff.Encoding) (any, error) {
 	if h == nil {
-		return nil, errors.New("a2ahandoff: no Handoff to carry")
+		return nil, errors.New("a2ahandoff: no Handoff to carry: got nil")
 	}
 	b, err := h.Encode(enc)
 	if err != nil {
@@ -143,7 +146,14 @@ func jsonType(v any) string {
 // AttachStatus puts a signed status into m.Metadata under Key, as the
 // draft's JSON carries an element (Element.Text): the compact JWS, or the
 // COSE_Sign1 in base64url. URI is listed in m.Extensions.
+//
+// A nil m, or a zero st (no octets: nothing signed), is left alone and
+// nothing is attached: an empty status under Key would only be refused by
+// the receiver.
 func AttachStatus(m *a2a.Message, st handoff.Element) {
+	if m == nil || len(st.Octets) == 0 {
+		return
+	}
 	m.SetMeta(Key, st.Text())
 	m.Extensions = withURI(m.Extensions)
 }
@@ -192,7 +202,8 @@ func statusValue(v any) (handoff.Element, error) {
 // way to "completed") and then its TaskStatus.message. Identical octets
 // are listed once. Values under Key that are not statuses are reported in
 // errs and skipped; the request's own Handoff (a user message) is not a
-// status and is not looked at.
+// status and is not looked at. A nil result (or a nil *a2a.Task or
+// *a2a.Message in it) carries none.
 func Statuses(res a2a.SendMessageResult) (sts []handoff.Element, errs []error) {
 	add := func(m *a2a.Message) {
 		if m == nil || m.Role == a2a.MessageRoleUser {
@@ -217,6 +228,9 @@ func Statuses(res a2a.SendMessageResult) (sts []handoff.Element, errs []error) {
 	case *a2a.Message:
 		add(r)
 	case *a2a.Task:
+		if r == nil {
+			break
+		}
 		for _, m := range r.History {
 			add(m)
 		}

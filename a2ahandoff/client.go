@@ -65,6 +65,21 @@ func NewClient(c *a2aclient.Client, dl *delegator.Delegator, o ClientOptions) (*
 	return &Client{a2a: c, dl: dl, enc: o.Encoding, hops: map[string]*sent{}}, nil
 }
 
+// errNilClient: a nil Client, or one not made by NewClient.
+var errNilClient = errors.New("a2ahandoff: the Client is nil or was not made by NewClient")
+
+// usable reports why c cannot send: nil, not made by NewClient, or no
+// context to send with.
+func (c *Client) usable(ctx context.Context) error {
+	if c == nil || c.a2a == nil || c.dl == nil || c.hops == nil {
+		return errNilClient
+	}
+	if ctx == nil {
+		return errors.New("a2ahandoff: the context is nil")
+	}
+	return nil
+}
+
 // ExtensionHeader is an a2aclient.CallInterceptor that lists URI in the
 // A2A-Extensions service parameter of requests whose payload carries
 // something under Key (a Message's or a Cancel Task request's metadata).
@@ -75,6 +90,9 @@ type ExtensionHeader struct {
 
 // Before implements a2aclient.CallInterceptor.
 func (ExtensionHeader) Before(ctx context.Context, req *a2aclient.Request) (context.Context, error) {
+	if req == nil {
+		return ctx, nil // nothing to list it in
+	}
 	carries := false
 	switch p := req.Payload.(type) {
 	case *a2a.MessageSendParams:
@@ -87,6 +105,9 @@ func (ExtensionHeader) Before(ctx context.Context, req *a2aclient.Request) (cont
 		}
 	}
 	if carries {
+		if req.Meta == nil {
+			req.Meta = a2aclient.CallMeta{}
+		}
 		req.Meta.Append(a2aext.CallMetaKey, URI)
 	}
 	return ctx, nil
@@ -107,9 +128,10 @@ type Reply struct {
 	Refused []error
 }
 
-// State is the A2A task state of the reply ("" for a message).
+// State is the A2A task state of the reply ("" for a message, and for a
+// nil Reply).
 func (r *Reply) State() a2a.TaskState {
-	if r.Task == nil {
+	if r == nil || r.Task == nil {
 		return ""
 	}
 	return r.Task.Status.State
@@ -123,6 +145,9 @@ func (r *Reply) State() a2a.TaskState {
 // with Send, an error with a non-nil Reply means the offer was issued and
 // sent but no reply arrived.
 func (c *Client) Offer(ctx context.Context, spec delegator.Offer, msg *a2a.Message, cfg *a2a.MessageSendConfig) (*Reply, error) {
+	if err := c.usable(ctx); err != nil {
+		return nil, err
+	}
 	if msg == nil {
 		return nil, errors.New("a2ahandoff: Offer needs the message that carries the work")
 	}
@@ -147,7 +172,35 @@ func (c *Client) Offer(ctx context.Context, spec delegator.Offer, msg *a2a.Messa
 // and takes in the statuses of the reply. msg.ContextID must be the
 // offer's dialog. An error means the reply did not arrive: the returned
 // Reply names the hop, which is unresolved; asking again (Ask) finds out.
+//
+// The client keeps copies of msg and cfg for Ask: changing them after
+// Send returns does not change what Ask sends.
 func (c *Client) Send(ctx context.Context, hop string, h *handoff.Handoff, msg *a2a.Message, cfg *a2a.MessageSendConfig) (*Reply, error) {
+	if err := c.usable(ctx); err != nil {
+		return nil, err
+	}
+	if hop == "" {
+		return nil, errors.New(`a2ahandoff: Send needs the hop the delegator issued, got ""`)
+	}
+	if msg == nil {
+		return nil, fmt.Errorf("a2ahandoff: Send for hop %s needs the message that carries the work, got nil", hop)
+	}
+	if h == nil {
+		return nil, fmt.Errorf("a2ahandoff: Send for hop %s needs its Handoff (from delegator.Offer), got nil", hop)
+	}
+	// The Handoff must carry an offer for this hop: what is kept here
+	// for the hop is sent again by Ask, so a wrong one would replace the
+	// right one. Its signature is the delegate's to check.
+	switch o, s, err := handoff.UnsafeDecode(h.Offer); {
+	case err != nil:
+		return nil, fmt.Errorf("a2ahandoff: Send for hop %s: the Handoff's offer cannot be read: %w", hop, err)
+	case o == nil && s == nil:
+		return nil, fmt.Errorf("a2ahandoff: Send for hop %s: the Handoff's offer cannot be read", hop)
+	case o == nil:
+		return nil, fmt.Errorf("a2ahandoff: Send for hop %s: the Handoff's offer is a status, not an offer", hop)
+	case o.Hop != hop:
+		return nil, fmt.Errorf("a2ahandoff: Send for hop %s: the Handoff's offer is for hop %q", hop, o.Hop)
+	}
 	m := cloneMessage(msg)
 	if m.ID == "" {
 		m.ID = a2a.NewMessageID()
@@ -158,6 +211,9 @@ func (c *Client) Send(ctx context.Context, hop string, h *handoff.Handoff, msg *
 	if err := AttachHandoff(m, h, c.enc); err != nil {
 		return nil, err
 	}
+	// A copy of the configuration: the caller may change (or reuse) its
+	// own after Send, and Ask must send what was first sent.
+	cfg = cloneConfig(cfg)
 	c.mu.Lock()
 	c.hops[hop] = &sent{msg: m, cfg: cfg}
 	c.mu.Unlock()
@@ -181,6 +237,9 @@ func (c *Client) Send(ctx context.Context, hop string, h *handoff.Handoff, msg *
 // sender as the offer's iss: after a lost first reply, Ask is how the
 // client learns the task that Poll and Cancel need.
 func (c *Client) Ask(ctx context.Context, hop string) (*Reply, error) {
+	if err := c.usable(ctx); err != nil {
+		return nil, err
+	}
 	c.mu.Lock()
 	s := c.hops[hop]
 	c.mu.Unlock()
@@ -192,7 +251,9 @@ func (c *Client) Ask(ctx context.Context, hop string) (*Reply, error) {
 	// A fresh request: a delegate served with a2asrv.NewHandler rather
 	// than NewHandler refuses a message into the hop's task once it ended.
 	m.TaskID = ""
-	res, err := c.a2a.SendMessage(ctx, &a2a.MessageSendParams{Message: m, Config: s.cfg})
+	// The kept configuration is copied again: the SDK and its interceptors
+	// may change what they are given.
+	res, err := c.a2a.SendMessage(ctx, &a2a.MessageSendParams{Message: m, Config: cloneConfig(s.cfg)})
 	if err != nil {
 		return nil, fmt.Errorf("a2ahandoff: asking again about hop %s: %w", hop, err)
 	}
@@ -202,6 +263,12 @@ func (c *Client) Ask(ctx context.Context, hop string) (*Reply, error) {
 // Resend is a send function for delegator.RunRetransmitter: it asks
 // again about a due hop.
 func (c *Client) Resend(ctx context.Context, a delegator.Ask) error {
+	if err := c.usable(ctx); err != nil {
+		return err
+	}
+	if a.Hop == nil {
+		return errors.New("a2ahandoff: Resend needs the hop to ask about (delegator.Ask.Hop), got nil")
+	}
 	_, err := c.Ask(ctx, a.Hop.Hop)
 	return err
 }
@@ -209,6 +276,9 @@ func (c *Client) Resend(ctx context.Context, a delegator.Ask) error {
 // Poll reads the hop's A2A task (Get Task) and takes in its statuses: the
 // way to learn "completed" after a non-blocking send.
 func (c *Client) Poll(ctx context.Context, hop string) (*Reply, error) {
+	if err := c.usable(ctx); err != nil {
+		return nil, err
+	}
 	task, err := c.taskOf(hop)
 	if err != nil {
 		return nil, err
@@ -225,6 +295,9 @@ func (c *Client) Poll(ctx context.Context, hop string) (*Reply, error) {
 // stays unresolved until a verified completed or failed: a cancel does
 // not show that the work took no effect.
 func (c *Client) Cancel(ctx context.Context, hop string) (*Reply, error) {
+	if err := c.usable(ctx); err != nil {
+		return nil, err
+	}
 	if _, err := c.taskOf(hop); err != nil {
 		return nil, err
 	}
@@ -250,9 +323,22 @@ func (c *Client) Cancel(ctx context.Context, hop string) (*Reply, error) {
 // SendCancel fails and the caller keeps the signed "canceled" to send
 // again.
 func (c *Client) SendCancel(ctx context.Context, hop string, cancel handoff.Element) (*Reply, error) {
+	if err := c.usable(ctx); err != nil {
+		return nil, err
+	}
 	task, err := c.taskOf(hop)
 	if err != nil {
 		return nil, err
+	}
+	// Only a "canceled" goes out as a cancel; its signature is the
+	// delegate's to check (D9).
+	switch _, s, err := handoff.UnsafeDecode(cancel); {
+	case err != nil:
+		return nil, fmt.Errorf("a2ahandoff: SendCancel for hop %s needs a signed \"canceled\" status; this one cannot be read: %w", hop, err)
+	case s == nil:
+		return nil, fmt.Errorf("a2ahandoff: SendCancel for hop %s needs a signed \"canceled\" status, got an offer", hop)
+	case s.State != handoff.StateCanceled:
+		return nil, fmt.Errorf("a2ahandoff: SendCancel for hop %s needs a signed \"canceled\" status, got %q", hop, s.State)
 	}
 	t, err := c.a2a.CancelTask(ctx, &a2a.TaskIDParams{ID: task, Metadata: map[string]any{Key: cancel.Text()}})
 	if err != nil {
@@ -270,23 +356,35 @@ func (c *Client) SendCancel(ctx context.Context, hop string, cancel handoff.Elem
 // or "failed" was taken in: Reply.Issued.Resolved) or abandoned; after it,
 // Ask, Poll and Cancel no longer know the hop. The delegator's record of
 // the hop is not touched. Without it the client's memory grows with every
-// hop it carries.
+// hop it carries. On a nil Client (or one not made by NewClient) it does
+// nothing.
 func (c *Client) Forget(hop string) {
+	if c.usable(context.Background()) != nil {
+		return
+	}
 	c.mu.Lock()
 	delete(c.hops, hop)
 	c.mu.Unlock()
 }
 
 // Carries reports whether this client carried the hop (and so can Ask,
-// Poll and Cancel it).
+// Poll and Cancel it). A nil Client (or one not made by NewClient)
+// carries nothing.
 func (c *Client) Carries(hop string) bool {
+	if c.usable(context.Background()) != nil {
+		return false
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.hops[hop] != nil
 }
 
-// TaskID returns the A2A task of a hop, once a reply named it.
+// TaskID returns the A2A task of a hop, once a reply named it; "", false
+// on a nil Client (or one not made by NewClient).
 func (c *Client) TaskID(hop string) (a2a.TaskID, bool) {
+	if c.usable(context.Background()) != nil {
+		return "", false
+	}
 	t, err := c.taskOf(hop)
 	return t, err == nil
 }
@@ -341,6 +439,32 @@ func (c *Client) take(ctx context.Context, hop string, res a2a.SendMessageResult
 	return r
 }
 
+// cloneConfig is a deep copy of cfg (nil stays nil).
+func cloneConfig(cfg *a2a.MessageSendConfig) *a2a.MessageSendConfig {
+	if cfg == nil {
+		return nil
+	}
+	c := *cfg
+	c.AcceptedOutputModes = slices.Clone(cfg.AcceptedOutputModes)
+	if cfg.Blocking != nil {
+		c.Blocking = new(*cfg.Blocking)
+	}
+	if cfg.HistoryLength != nil {
+		c.HistoryLength = new(*cfg.HistoryLength)
+	}
+	if cfg.PushConfig != nil {
+		p := *cfg.PushConfig
+		if p.Auth != nil {
+			a := *p.Auth
+			a.Schemes = slices.Clone(a.Schemes)
+			p.Auth = &a
+		}
+		c.PushConfig = &p
+	}
+	return &c
+}
+
+// cloneMessage copies m (its metadata, extensions and parts lists).
 func cloneMessage(m *a2a.Message) *a2a.Message {
 	c := *m
 	c.Metadata = maps.Clone(m.Metadata)

@@ -50,7 +50,14 @@ import (
 //
 //	h := a2ahandoff.NewHandler(x, a2asrv.WithCallInterceptor(auth))
 //	http.Handle("/", a2ahandoff.StrictHandler(a2asrv.NewJSONRPCHandler(h)))
+//
+// For a nil x (or one not made by NewExecutor) it returns a handler that
+// refuses every request with an error saying so (a JSON-RPC "internal
+// error"): nothing reaches an agent unchecked.
 func NewHandler(x *Executor, opts ...a2asrv.RequestHandlerOption) a2asrv.RequestHandler {
+	if !x.usable() {
+		return refusing{}
+	}
 	h := a2asrv.NewHandler(x, opts...)
 	// a2a-go v0.3.15 returns its InterceptedHandler around the default
 	// handler; the look-up goes between them, after the interceptors. A
@@ -63,6 +70,60 @@ func NewHandler(x *Executor, opts ...a2asrv.RequestHandlerOption) a2asrv.Request
 		return ih
 	}
 	return &recordHandler{RequestHandler: h, x: x}
+}
+
+// refusing is the handler of an unusable Executor: every request gets
+// errRefusing.
+type refusing struct{}
+
+var _ a2asrv.RequestHandler = refusing{}
+
+// errRefusing is an a2a.Error so that a2a-go's transports answer with the
+// code of a2a.ErrInternalError and this text as the error's message.
+var errRefusing error = a2a.NewError(a2a.ErrInternalError, "a2ahandoff: NewHandler was given no usable Executor (nil, or not made by NewExecutor); every request is refused")
+
+func (refusing) OnGetTask(context.Context, *a2a.TaskQueryParams) (*a2a.Task, error) {
+	return nil, errRefusing
+}
+
+func (refusing) OnListTasks(context.Context, *a2a.ListTasksRequest) (*a2a.ListTasksResponse, error) {
+	return nil, errRefusing
+}
+
+func (refusing) OnCancelTask(context.Context, *a2a.TaskIDParams) (*a2a.Task, error) {
+	return nil, errRefusing
+}
+
+func (refusing) OnSendMessage(context.Context, *a2a.MessageSendParams) (a2a.SendMessageResult, error) {
+	return nil, errRefusing
+}
+
+func (refusing) OnResubscribeToTask(context.Context, *a2a.TaskIDParams) iter.Seq2[a2a.Event, error] {
+	return func(yield func(a2a.Event, error) bool) { yield(nil, errRefusing) }
+}
+
+func (refusing) OnSendMessageStream(context.Context, *a2a.MessageSendParams) iter.Seq2[a2a.Event, error] {
+	return func(yield func(a2a.Event, error) bool) { yield(nil, errRefusing) }
+}
+
+func (refusing) OnGetTaskPushConfig(context.Context, *a2a.GetTaskPushConfigParams) (*a2a.TaskPushConfig, error) {
+	return nil, errRefusing
+}
+
+func (refusing) OnListTaskPushConfig(context.Context, *a2a.ListTaskPushConfigParams) ([]*a2a.TaskPushConfig, error) {
+	return nil, errRefusing
+}
+
+func (refusing) OnSetTaskPushConfig(context.Context, *a2a.TaskPushConfig) (*a2a.TaskPushConfig, error) {
+	return nil, errRefusing
+}
+
+func (refusing) OnDeleteTaskPushConfig(context.Context, *a2a.DeleteTaskPushConfigParams) error {
+	return errRefusing
+}
+
+func (refusing) OnGetExtendedAgentCard(context.Context) (*a2a.AgentCard, error) {
+	return nil, errRefusing
 }
 
 // recordHandler answers retransmissions from the hop records before the

@@ -126,6 +126,12 @@ type Executor struct {
 	running map[[2]string]*stopper // (iss, hop) -> stop the agent's run
 	tasks   map[[2]string]hopTask  // (iss, hop) -> the A2A task carrying it
 	pruneAt int                    // prune tasks when it grows to this
+
+	// The detached OnCancel calls still running, for Wait. A counter and
+	// a Cond rather than a sync.WaitGroup: a cancel may start one while
+	// Wait waits, which a WaitGroup forbids.
+	cancels int        // under mu
+	idle    *sync.Cond // on mu; broadcast when cancels drops to 0
 }
 
 // hopTask is the A2A task made for a hop's offer, kept (in memory) until
@@ -142,6 +148,9 @@ var errStopped = errors.New("a2ahandoff: the hop's work was stopped (canceled by
 
 // NewExecutor builds the delegate from cfg.Delegate and wraps agent.
 func NewExecutor(ctx context.Context, agent a2asrv.AgentExecutor, cfg ServerConfig) (*Executor, error) {
+	if ctx == nil {
+		return nil, errors.New("a2ahandoff: NewExecutor needs a context, got nil")
+	}
 	if agent == nil {
 		return nil, errors.New("a2ahandoff: NewExecutor needs the agent's executor")
 	}
@@ -155,6 +164,7 @@ func NewExecutor(ctx context.Context, agent a2asrv.AgentExecutor, cfg ServerConf
 		cfg.OnCancelTimeout = DefaultOnCancelTimeout
 	}
 	x := &Executor{agent: agent, cfg: cfg, running: map[[2]string]*stopper{}, tasks: map[[2]string]hopTask{}}
+	x.idle = sync.NewCond(&x.mu)
 	userStop := cfg.Delegate.Stop
 	cfg.Delegate.Stop = func(iss, hop string) {
 		x.stop(iss, hop)
@@ -170,15 +180,50 @@ func NewExecutor(ctx context.Context, agent a2asrv.AgentExecutor, cfg ServerConf
 	return x, nil
 }
 
+// errNilExecutor: a nil Executor, or one not made by NewExecutor.
+var errNilExecutor = errors.New("a2ahandoff: the Executor is nil or was not made by NewExecutor")
+
+// usable reports whether x was made by NewExecutor.
+func (x *Executor) usable() bool {
+	return x != nil && x.d != nil && x.agent != nil && x.running != nil && x.idle != nil
+}
+
 // Delegate is the durable receiving side the Executor uses: its flags,
-// sweeper, and Finish for outcomes learned after the run.
-func (x *Executor) Delegate() *delegate.Delegate { return x.d }
+// sweeper, and Finish for outcomes learned after the run. It is nil for a
+// nil Executor (or one not made by NewExecutor).
+func (x *Executor) Delegate() *delegate.Delegate {
+	if !x.usable() {
+		return nil
+	}
+	return x.d
+}
+
+// Wait returns when no detached OnCancel call (ServerConfig.OnCancel) is
+// running: call it on shutdown, after the server stopped taking requests
+// and before the stores that OnCancel uses are closed. A cancel that
+// arrives while Wait waits starts another call, which Wait also waits
+// for. Each call ends within OnCancelTimeout only if OnCancel heeds its
+// ctx. On a nil Executor (or one not made by NewExecutor) it returns at
+// once: nothing was started.
+func (x *Executor) Wait() {
+	if !x.usable() {
+		return
+	}
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	for x.cancels > 0 {
+		x.idle.Wait()
+	}
+}
 
 // UserIsIss is an Authenticated function for servers whose
 // authentication sets the a2asrv CallContext's User (a CallInterceptor,
 // say): the sender is iss when the user is authenticated and its name is
 // iss.
 func UserIsIss(ctx context.Context, iss string) bool {
+	if ctx == nil || iss == "" {
+		return false
+	}
 	cc, ok := a2asrv.CallContextFrom(ctx)
 	return ok && cc.User != nil && cc.User.Authenticated() && cc.User.Name() == iss
 }
@@ -195,8 +240,12 @@ type Hop struct {
 
 type runKey struct{}
 
-// Received returns the hop whose work the current Execute is doing.
+// Received returns the hop whose work the current Execute is doing; nil,
+// false outside one (or for a nil ctx).
 func Received(ctx context.Context) (*Hop, bool) {
+	if ctx == nil {
+		return nil, false
+	}
 	r, ok := ctx.Value(runKey{}).(*run)
 	if !ok {
 		return nil, false
@@ -211,6 +260,9 @@ func Received(ctx context.Context) (*Hop, bool) {
 // stop); the last Report wins. Without a Report a completed task is
 // "completed" with no refs.
 func Report(ctx context.Context, out delegate.Outcome) error {
+	if ctx == nil {
+		return errors.New("a2ahandoff: Report needs the context of a handoff task's Execute, got nil")
+	}
 	r, ok := ctx.Value(runKey{}).(*run)
 	if !ok {
 		return errors.New("a2ahandoff: Report outside a handoff task's Execute")
@@ -231,6 +283,9 @@ func Report(ctx context.Context, out delegate.Outcome) error {
 // metadata, with the task's contextId as the dialog (step 5), and runs the
 // agent only for an accepted offer.
 func (x *Executor) Execute(ctx context.Context, rc *a2asrv.RequestContext, q eventqueue.Queue) error {
+	if err := x.callable(ctx, rc, q); err != nil {
+		return err
+	}
 	var v any
 	has := false
 	if rc.Message != nil {
@@ -309,6 +364,22 @@ func (x *Executor) Execute(ctx context.Context, rc *a2asrv.RequestContext, q eve
 		return x.run(ctx, rc, q, &Hop{Iss: a.Iss, Hop: a.Hop, Offer: a.Result.Offer, Handoff: a.Result.Handoff, Result: a.Result})
 	}
 	return fmt.Errorf("a2ahandoff: unexpected outcome %q", a.Outcome)
+}
+
+// callable checks what a2asrv always passes to Execute and Cancel, for
+// other callers: the agent does not run without them.
+func (x *Executor) callable(ctx context.Context, rc *a2asrv.RequestContext, q eventqueue.Queue) error {
+	switch {
+	case !x.usable():
+		return errNilExecutor
+	case ctx == nil:
+		return errors.New("a2ahandoff: the Executor needs a context, got nil")
+	case rc == nil:
+		return errors.New("a2ahandoff: the Executor needs the request's *a2asrv.RequestContext, got nil")
+	case q == nil:
+		return errors.New("a2ahandoff: the Executor needs the task's eventqueue.Queue, got nil")
+	}
+	return nil
 }
 
 func (x *Executor) authenticated(ctx context.Context, iss string) bool {
@@ -882,6 +953,9 @@ func (w *queue) intercept(ctx context.Context, ev a2a.Event) (a2a.Event, error) 
 // ServerConfig.OnCancel). A cancel without a valid "canceled" is
 // refused and the task goes on. Other tasks go to the agent's Cancel.
 func (x *Executor) Cancel(ctx context.Context, rc *a2asrv.RequestContext, q eventqueue.Queue) error {
+	if err := x.callable(ctx, rc, q); err != nil {
+		return err
+	}
 	hs, err := x.hopsOfTask(ctx, rc.StoredTask, true)
 	if err != nil {
 		return fmt.Errorf("a2ahandoff: %v: %w", err, a2a.ErrTaskNotCancelable)
@@ -932,13 +1006,23 @@ func (x *Executor) Cancel(ctx context.Context, rc *a2asrv.RequestContext, q even
 
 // onCancel runs OnCancel for h in its own goroutine, with the request's
 // values, without its cancellation, within OnCancelTimeout. A panic in it
-// is logged, not let loose on the server.
+// is logged, not let loose on the server. Wait waits for it.
 func (x *Executor) onCancel(ctx context.Context, h *Hop) {
 	if x.cfg.OnCancel == nil {
 		return
 	}
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), x.cfg.OnCancelTimeout)
+	x.mu.Lock()
+	x.cancels++
+	x.mu.Unlock()
 	go func() {
+		defer func() {
+			x.mu.Lock()
+			if x.cancels--; x.cancels == 0 {
+				x.idle.Broadcast()
+			}
+			x.mu.Unlock()
+		}()
 		defer cancel()
 		defer func() {
 			if p := recover(); p != nil {

@@ -32,7 +32,15 @@ const MaxStrictBody = 8 << 20
 //
 // A body that does not mention Key passes unchecked (so do requests that
 // are not JSON at all: the SDK answers those).
+//
+// With a nil next, every request is answered 500 Internal Server Error:
+// there is nothing to pass it to.
 func StrictHandler(next http.Handler) http.Handler {
+	if next == nil {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			http.Error(w, "a2ahandoff: StrictHandler was given no handler to pass requests to", http.StatusInternalServerError)
+		})
+	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Body == nil || r.Method != http.MethodPost {
 			next.ServeHTTP(w, r)
