@@ -580,8 +580,9 @@ func (w *World) Close() error {
 	var errs []error
 	w.closeOnce.Do(func() {
 		// Work still running ends first (the tester's long suite), then
-		// the servers and their connections, then the coder's MCP session,
-		// whose Close waits for its calls in flight.
+		// the servers and their connections, then the detached OnCancel
+		// calls, then the coder's MCP session, whose Close waits for its
+		// calls in flight.
 		if w.tester != nil {
 			close(w.tester.closing)
 		}
@@ -595,6 +596,14 @@ func (w *World) Close() error {
 			} else if a.ln != nil {
 				a.ln.Close()
 			}
+		}
+		// The cancels passed down from OnCancel end before what they use
+		// (the coder's MCP session, the delegators' hop stores) closes;
+		// the planner's cancel to the closed coder fails at once. (The
+		// servers take no new request; http.Server.Close does not wait
+		// for a handler already running, which could still start one.)
+		for _, x := range []*a2ahandoff.Executor{w.plannerX, w.coderX} {
+			x.Wait() // a nil Executor (an agent that never started) returns at once
 		}
 		if w.coderSess != nil {
 			w.coderSess.Close()
