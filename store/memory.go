@@ -121,6 +121,16 @@ func (m *Memory) Hops(_ context.Context, state State, after HopKey, limit int) (
 
 // Transition implements Store.
 func (m *Memory) Transition(_ context.Context, iss, hop string, from, to State, status []byte, form handoff.Form, now time.Time) error {
+	return m.transition(iss, hop, from, to, nil, status, form, now)
+}
+
+// TransitionIf implements Store.
+func (m *Memory) TransitionIf(_ context.Context, iss, hop string, from, to State, equivocated bool, status []byte, form handoff.Form, now time.Time) error {
+	return m.transition(iss, hop, from, to, &equivocated, status, form, now)
+}
+
+// transition moves the hop; equivocated, if set, is the mark it must have.
+func (m *Memory) transition(iss, hop string, from, to State, equivocated *bool, status []byte, form handoff.Form, now time.Time) error {
 	if !CanMove(from, to) {
 		return HopError(fmt.Errorf("%w: the lifecycle does not allow %s -> %s", ErrConflict, from, to), iss, hop)
 	}
@@ -134,6 +144,9 @@ func (m *Memory) Transition(_ context.Context, iss, hop string, from, to State, 
 	}
 	if r.State != from {
 		return HopError(fmt.Errorf("%w: hop is %s, not %s", ErrConflict, r.State, from), iss, hop)
+	}
+	if equivocated != nil && r.Equivocated != *equivocated {
+		return HopError(fmt.Errorf("%w: hop's equivocated mark is %v, not %v", ErrConflict, r.Equivocated, *equivocated), iss, hop)
 	}
 	r.State = to
 	switch {

@@ -174,6 +174,14 @@ type Store interface {
 	// state from, and with ErrNotFound when there is no record.
 	Transition(ctx context.Context, iss, hop string, from, to State, status []byte, form handoff.Form, now time.Time) error
 
+	// TransitionIf is Transition made conditional on the hop's
+	// Equivocated mark too: it fails with ErrConflict, changing nothing,
+	// when the mark is not equivocated. A status signed for the record as
+	// read (a "failed" carries reason "equivocation" only on an
+	// equivocated hop, draft "Forks, Concurrency, and Equivocation") is
+	// then never stored once an equivocation was marked in between.
+	TransitionIf(ctx context.Context, iss, hop string, from, to State, equivocated bool, status []byte, form handoff.Form, now time.Time) error
+
 	// Release records the operator's decision to stop waiting for the
 	// outcome of an "accepted" hop that cannot be learned (draft "Freshness
 	// and Replay": such a hop is kept until its operator resolves it). The

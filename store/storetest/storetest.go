@@ -61,6 +61,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"TransitionWrongFromIsConflict", testTransitionWrongFromIsConflict},
 		{"TransitionMissingIsErrNotFound", testTransitionMissingIsErrNotFound},
 		{"TransitionNilStatusKeepsStatusUnlessTerminal", testTransitionNilStatusKeepsStatus},
+		{"TransitionIfChecksTheEquivocatedMark", testTransitionIf},
 		{"ErrorsNameTheHop", testErrorsNameTheHop},
 		{"TransitionTerminalStampsDecided", testTransitionTerminalStampsDecided},
 		{"MarkCanceled", testMarkCanceled},
@@ -594,6 +595,59 @@ func testErrorsNameTheHop(t *testing.T, s store.Store) {
 	check("MarkEquivocated(absent)", s.MarkEquivocated(ctx, Iss, "named-absent"), store.ErrNotFound, "named-absent")
 	check("Release(absent)", s.Release(ctx, Iss, "named-absent", Base), store.ErrNotFound, "named-absent")
 	check("Release(completed)", s.Release(ctx, Iss, "named-completed", Base), store.ErrConflict, "named-completed")
+	check("TransitionIf(absent)", s.TransitionIf(ctx, Iss, "named-absent", store.Accepted, store.Failed, false, nil, 0, Base), store.ErrNotFound, "named-absent")
+	check("TransitionIf(wrong mark)", s.TransitionIf(ctx, Iss, "named-accepted", store.Accepted, store.Failed, true, Status("f"), 0, Base),
+		store.ErrConflict, "named-accepted")
+}
+
+// TransitionIf is Transition that also requires the Equivocated mark to be
+// as given (draft "Forks, Concurrency, and Equivocation": a "failed" of an
+// equivocated hop carries reason "equivocation", so a status signed before
+// the mark must not be stored after it): with the mark as given it moves
+// the hop exactly as Transition does; with the mark otherwise, or from the
+// wrong state, it is ErrConflict and changes nothing.
+func testTransitionIf(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	now := Base.Add(time.Hour)
+	for _, marked := range []bool{false, true} {
+		for _, status := range [][]byte{Status("if"), nil} {
+			hop := fmt.Sprintf("if-%v-%v", marked, status != nil)
+			want := put(t, s, hop, store.Accepted)
+			if marked {
+				if err := s.MarkEquivocated(ctx, Iss, hop); err != nil {
+					t.Fatal(err)
+				}
+				want.Equivocated = true
+			}
+			if err := s.TransitionIf(ctx, Iss, hop, store.Accepted, store.Failed, !marked, status, handoff.FormCOSE, now); !errors.Is(err, store.ErrConflict) {
+				t.Errorf("%s: TransitionIf(equivocated %v) on a hop marked %v = %v; want ErrConflict", hop, !marked, marked, err)
+			}
+			if err := s.TransitionIf(ctx, Iss, hop, store.Received, store.Failed, marked, status, handoff.FormCOSE, now); !errors.Is(err, store.ErrConflict) {
+				t.Errorf("%s: TransitionIf from the wrong state = %v; want ErrConflict", hop, err)
+			}
+			checkGet(t, s, hop, want)
+			if err := s.TransitionIf(ctx, Iss, hop, store.Accepted, store.Failed, marked, status, handoff.FormCOSE, now); err != nil {
+				t.Errorf("%s: TransitionIf(equivocated %v) on a hop marked %v = %v; want it moved", hop, marked, marked, err)
+				continue
+			}
+			want.State, want.Status, want.StatusForm, want.Decided = store.Failed, status, handoff.FormCOSE, now
+			if status == nil {
+				want.StatusForm = 0
+			}
+			checkGet(t, s, hop, want)
+		}
+	}
+	// A move that keeps the status (to Accepted, nil status) checks the mark too.
+	want := put(t, s, "if-keep", store.Received)
+	if err := s.TransitionIf(ctx, Iss, "if-keep", store.Received, store.Accepted, true, nil, 0, now); !errors.Is(err, store.ErrConflict) {
+		t.Errorf("TransitionIf(received -> accepted, equivocated true) on an unmarked hop = %v; want ErrConflict", err)
+	}
+	checkGet(t, s, "if-keep", want)
+	if err := s.TransitionIf(ctx, Iss, "if-keep", store.Received, store.Accepted, false, nil, 0, now); err != nil {
+		t.Errorf("TransitionIf(received -> accepted) = %v", err)
+	}
+	want.State = store.Accepted
+	checkGet(t, s, "if-keep", want)
 }
 
 // Decided is stamped with now when, and only when, the move is to a

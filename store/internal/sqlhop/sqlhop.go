@@ -84,7 +84,7 @@ func (s *DB) open() error {
 }
 
 type queries struct {
-	claim, get, hops, transition, transitionKeep, cancel, release, pruneFlags, equivocated, raise, flags, flagsAll, resolve, sweepEnd, sweep, sweepLast, getSince, forget, setSince, getForUpdate string
+	claim, get, hops, transition, transitionKeep, transitionIf, transitionKeepIf, cancel, release, pruneFlags, equivocated, raise, flags, flagsAll, resolve, sweepEnd, sweep, sweepLast, getSince, forget, setSince, getForUpdate string
 }
 
 const hopCols = `iss, hop, digest_alg, digest, offer, offer_form, state, status, status_form, canceled, equivocated, received, keep_until, decided`
@@ -129,14 +129,18 @@ func Open(ctx context.Context, db *sql.DB, d Dialect, now time.Time) (*DB, error
 		transition: b(`UPDATE hops SET state = ?, status = ?, status_form = ?, decided = ?
 			WHERE iss = ? AND hop = ? AND state = ?`),
 		transitionKeep: b(`UPDATE hops SET state = ?, decided = ? WHERE iss = ? AND hop = ? AND state = ?`),
-		cancel:         b(`UPDATE hops SET canceled = 1 WHERE iss = ? AND hop = ?`),
-		release:        b(`UPDATE hops SET released = ? WHERE iss = ? AND hop = ? AND state = 'accepted' AND released = 0`),
-		pruneFlags:     b(`DELETE FROM flags WHERE resolved <> 0 AND resolved < ?`),
-		equivocated:    b(`UPDATE hops SET equivocated = 1 WHERE iss = ? AND hop = ?`),
-		raise:          b(`INSERT INTO flags (kind, iss, hop, detail, created) VALUES (?,?,?,?,?) RETURNING id`),
-		flags:          b(`SELECT id, kind, iss, hop, detail, created, resolved, resolution FROM flags WHERE resolved = 0 ORDER BY id`),
-		flagsAll:       b(`SELECT id, kind, iss, hop, detail, created, resolved, resolution FROM flags ORDER BY id`),
-		resolve:        b(`UPDATE flags SET resolved = ?, resolution = ? WHERE id = ? AND resolved = 0`),
+		// The same, for TransitionIf: also conditional on the equivocated mark.
+		transitionIf: b(`UPDATE hops SET state = ?, status = ?, status_form = ?, decided = ?
+			WHERE iss = ? AND hop = ? AND state = ? AND equivocated = ?`),
+		transitionKeepIf: b(`UPDATE hops SET state = ?, decided = ? WHERE iss = ? AND hop = ? AND state = ? AND equivocated = ?`),
+		cancel:           b(`UPDATE hops SET canceled = 1 WHERE iss = ? AND hop = ?`),
+		release:          b(`UPDATE hops SET released = ? WHERE iss = ? AND hop = ? AND state = 'accepted' AND released = 0`),
+		pruneFlags:       b(`DELETE FROM flags WHERE resolved <> 0 AND resolved < ?`),
+		equivocated:      b(`UPDATE hops SET equivocated = 1 WHERE iss = ? AND hop = ?`),
+		raise:            b(`INSERT INTO flags (kind, iss, hop, detail, created) VALUES (?,?,?,?,?) RETURNING id`),
+		flags:            b(`SELECT id, kind, iss, hop, detail, created, resolved, resolution FROM flags WHERE resolved = 0 ORDER BY id`),
+		flagsAll:         b(`SELECT id, kind, iss, hop, detail, created, resolved, resolution FROM flags ORDER BY id`),
+		resolve:          b(`UPDATE flags SET resolved = ?, resolution = ? WHERE id = ? AND resolved = 0`),
 		// The sweep walks the primary key in windows of sweepBatch rows:
 		// sweepEnd finds a window's last key (a read), sweep and sweepLast
 		// delete what may go inside it (one short write each).
@@ -223,7 +227,7 @@ func (s *DB) commitBatch(batch []claimReq) []claimRes {
 		// Alone: one autocommit statement, no BEGIN and COMMIT round trips.
 		req := batch[0]
 		if err := req.ctx.Err(); err != nil {
-			return []claimRes{{err: err}}
+			return []claimRes{{err: store.HopError(fmt.Errorf("store: claim: %w", err), req.r.Iss, req.r.Hop)}}
 		}
 		rec, stored, err := s.claimOne(req.ctx, req.r)
 		return []claimRes{{rec: rec, stored: stored, err: err}}
@@ -240,7 +244,7 @@ func (s *DB) commitBatch(batch []claimReq) []claimRes {
 			// would find the claim's own record and call it someone
 			// else's). Each caller gets the error, as from a single
 			// statement whose commit failed.
-			results[i] = claimRes{err: fmt.Errorf("store: claim: %w", err)}
+			results[i] = claimRes{err: store.HopError(fmt.Errorf("store: claim: %w", err), req.r.Iss, req.r.Hop)}
 		default:
 			// A statement failed and the batch was rolled back: nothing of
 			// it is written. One bad record (or a deadlock with another
@@ -275,7 +279,7 @@ func (s *DB) claimBatch(batch []claimReq, results []claimRes) (committing bool, 
 	var rest []int
 	for i, req := range batch {
 		if err := req.ctx.Err(); err != nil {
-			results[i].err = err // given up: not written
+			results[i].err = store.HopError(fmt.Errorf("store: claim: %w", err), req.r.Iss, req.r.Hop) // given up: not written
 			continue
 		}
 		k := hopKey{req.r.Iss, req.r.Hop}
@@ -475,10 +479,10 @@ func (s *DB) Claim(ctx context.Context, r *store.Record) (*store.Record, bool, e
 func (s *DB) claimOne(ctx context.Context, r *store.Record) (*store.Record, bool, error) {
 	res, err := s.claim.ExecContext(ctx, claimArgs(r)...)
 	if err != nil {
-		return nil, false, fmt.Errorf("store: claim: %w", err)
+		return nil, false, store.HopError(fmt.Errorf("store: claim: %w", err), r.Iss, r.Hop)
 	}
 	if n, err := res.RowsAffected(); err != nil {
-		return nil, false, fmt.Errorf("store: claim: %w", err)
+		return nil, false, store.HopError(fmt.Errorf("store: claim: %w", err), r.Iss, r.Hop)
 	} else if n == 1 {
 		c := *r
 		return &c, true, nil
@@ -487,9 +491,12 @@ func (s *DB) claimOne(ctx context.Context, r *store.Record) (*store.Record, bool
 	if errors.Is(err, store.ErrNotFound) {
 		// Swept between the insert and the read: the pair was past its
 		// keep time; report the conflict rather than guess.
-		return nil, false, fmt.Errorf("store: claim: the existing record of hop %s vanished; retry", r.Hop)
+		return nil, false, store.HopError(errors.New("store: claim: the existing record vanished; retry"), r.Iss, r.Hop)
 	}
-	return old, false, err
+	if err != nil {
+		return nil, false, store.HopError(fmt.Errorf("store: claim: %w", err), r.Iss, r.Hop)
+	}
+	return old, false, nil
 }
 
 // claimArgs are the values of hopCols for r.
@@ -543,7 +550,18 @@ func (s *DB) Transition(ctx context.Context, iss, hop string, from, to store.Sta
 	if err := s.open(); err != nil {
 		return err
 	}
-	if err := s.transition(ctx, s.db, iss, hop, from, to, status, form, now); err != nil {
+	if err := s.transition(ctx, s.db, iss, hop, from, to, nil, status, form, now); err != nil {
+		return store.HopError(err, iss, hop)
+	}
+	return nil
+}
+
+// TransitionIf implements store.Store.
+func (s *DB) TransitionIf(ctx context.Context, iss, hop string, from, to store.State, equivocated bool, status []byte, form handoff.Form, now time.Time) error {
+	if err := s.open(); err != nil {
+		return err
+	}
+	if err := s.transition(ctx, s.db, iss, hop, from, to, &equivocated, status, form, now); err != nil {
 		return store.HopError(err, iss, hop)
 	}
 	return nil
@@ -554,7 +572,8 @@ type execer interface {
 	QueryRowContext(ctx context.Context, q string, args ...any) *sql.Row
 }
 
-func (s *DB) transition(ctx context.Context, ex execer, iss, hop string, from, to store.State, status []byte, form handoff.Form, now time.Time) error {
+// transition moves the hop; equivocated, if set, is the mark it must have.
+func (s *DB) transition(ctx context.Context, ex execer, iss, hop string, from, to store.State, equivocated *bool, status []byte, form handoff.Form, now time.Time) error {
 	if !store.CanMove(from, to) {
 		return fmt.Errorf("%w: the lifecycle does not allow %s -> %s", store.ErrConflict, from, to)
 	}
@@ -562,17 +581,21 @@ func (s *DB) transition(ctx context.Context, ex execer, iss, hop string, from, t
 	if to.Terminal() {
 		decided = nanos(now)
 	}
+	q, qKeep, where := s.q.transition, s.q.transitionKeep, []any{iss, hop, string(from)}
+	if equivocated != nil {
+		q, qKeep, where = s.q.transitionIf, s.q.transitionKeepIf, append(where, boolInt(*equivocated))
+	}
 	var res sql.Result
 	var err error
 	switch {
 	case status != nil:
-		res, err = ex.ExecContext(ctx, s.q.transition, string(to), status, int(form), decided, iss, hop, string(from))
+		res, err = ex.ExecContext(ctx, q, append([]any{string(to), status, int(form), decided}, where...)...)
 	case to.Terminal():
 		// No status for a terminal state: the record must not go on
 		// answering with the status before it (say "accepted").
-		res, err = ex.ExecContext(ctx, s.q.transition, string(to), nil, 0, decided, iss, hop, string(from))
+		res, err = ex.ExecContext(ctx, q, append([]any{string(to), nil, 0, decided}, where...)...)
 	default:
-		res, err = ex.ExecContext(ctx, s.q.transitionKeep, string(to), decided, iss, hop, string(from))
+		res, err = ex.ExecContext(ctx, qKeep, append([]any{string(to), decided}, where...)...)
 	}
 	if err != nil {
 		return fmt.Errorf("store: transition: %w", err)
@@ -585,6 +608,9 @@ func (s *DB) transition(ctx context.Context, ex execer, iss, hop string, from, t
 	r, err := scanHop(ex.QueryRowContext(ctx, s.q.get, iss, hop))
 	if err != nil {
 		return err
+	}
+	if r.State == from && equivocated != nil && r.Equivocated != *equivocated {
+		return fmt.Errorf("%w: hop's equivocated mark is %v, not %v", store.ErrConflict, r.Equivocated, *equivocated)
 	}
 	return fmt.Errorf("%w: hop is %s, not %s", store.ErrConflict, r.State, from)
 }
@@ -602,7 +628,7 @@ func (s *DB) RecordOutcome(ctx context.Context, iss, hop string, now time.Time, 
 	}
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
-		return fmt.Errorf("store: outcome: %w", err)
+		return store.HopError(fmt.Errorf("store: outcome: %w", err), iss, hop)
 	}
 	defer tx.Rollback()
 	r, err := scanHop(tx.QueryRowContext(ctx, s.q.getForUpdate, iss, hop))
@@ -617,13 +643,17 @@ func (s *DB) RecordOutcome(ctx context.Context, iss, hop string, now time.Time, 
 		return err
 	}
 	if out.State != store.Completed && out.State != store.Failed {
-		return fmt.Errorf("store: an outcome is completed or failed, not %q", out.State)
+		return store.HopError(fmt.Errorf("store: an outcome is completed or failed, not %q", out.State), iss, hop)
 	}
-	if err := s.transition(ctx, tx, iss, hop, r.State, out.State, out.Status, out.StatusForm, now); err != nil {
+	if err := s.transition(ctx, tx, iss, hop, r.State, out.State, nil, out.Status, out.StatusForm, now); err != nil {
 		return store.HopError(err, iss, hop)
 	}
 	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("store: outcome: commit: %w", err)
+		// The commit may have taken effect with its acknowledgement lost:
+		// the outcome is unknown to this caller, but not lost, since the
+		// record is present exactly when the work's effect committed.
+		return store.HopError(fmt.Errorf("store: outcome: commit failed, so whether the work and its outcome took effect is unknown "+
+			"(read the hop: its outcome is recorded exactly when the work's effect committed): %w", err), iss, hop)
 	}
 	return nil
 }
@@ -635,10 +665,10 @@ func (s *DB) Release(ctx context.Context, iss, hop string, now time.Time) error 
 	}
 	res, err := s.db.ExecContext(ctx, s.q.release, nanos(now), iss, hop)
 	if err != nil {
-		return fmt.Errorf("store: release: %w", err)
+		return store.HopError(fmt.Errorf("store: release: %w", err), iss, hop)
 	}
 	if n, err := res.RowsAffected(); err != nil {
-		return fmt.Errorf("store: release: %w", err)
+		return store.HopError(fmt.Errorf("store: release: %w", err), iss, hop)
 	} else if n == 1 {
 		return nil
 	}
@@ -668,10 +698,10 @@ func (s *DB) MarkEquivocated(ctx context.Context, iss, hop string) error {
 func (s *DB) mark(ctx context.Context, q, iss, hop string) error {
 	res, err := s.db.ExecContext(ctx, q, iss, hop)
 	if err != nil {
-		return fmt.Errorf("store: mark hop: %w", err)
+		return store.HopError(fmt.Errorf("store: mark hop: %w", err), iss, hop)
 	}
 	if n, err := res.RowsAffected(); err != nil {
-		return err
+		return store.HopError(fmt.Errorf("store: mark hop: %w", err), iss, hop)
 	} else if n == 0 {
 		return store.HopError(store.ErrNotFound, iss, hop)
 	}
