@@ -22,6 +22,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -43,7 +44,14 @@ type Config struct {
 	// last status, so a delegator may still ask again (default 24 h).
 	Retention time.Duration
 	// Stop, if set, is called when work already taken must stop because
-	// its offer was equivocated or canceled. It must not block.
+	// its offer was equivocated or canceled. It must not block. It may
+	// come before the work starts (the hop was just taken, and Receive or
+	// Accept has not yet returned): remember it, so that work for that
+	// hop not yet begun is not begun. In a fleet it reaches only the
+	// process that received the cancel or the equivocating offer: work
+	// running on another replica learns of it by reading the hop's record
+	// (store.Record.Canceled, Equivocated) before it starts and at points
+	// where it can stop.
 	Stop func(iss, hop string)
 	// Defer: an offer that passes every check is recorded "received" with
 	// no status, and the caller decides later with Accept or Reject (a
@@ -62,7 +70,7 @@ type Delegate struct {
 	now   func() time.Time
 
 	mu      sync.Mutex
-	held    map[string]heldCancel // cancels that arrived before their offer, by offer digest
+	held    map[string]heldCancel // cancels that arrived before their offer, by heldKey
 	heldIss map[string]int        // how many are held per status iss
 	heldSeq uint64
 }
@@ -215,7 +223,7 @@ func (d *Delegate) Receive(ctx context.Context, b []byte, dialog string, authent
 		}
 		return d.claim(ctx, a, o, res.Handoff.Offer, dg, store.Rejected, st, authenticated, false)
 	case handoff.Accepted:
-		if d.heldFor(res.Handoff.Offer, dg) {
+		if d.heldFor(o.Iss, res.Handoff.Offer, dg) {
 			// The delegator canceled this hop before its offer arrived:
 			// the work is not taken (Lifecycle: offered -> canceled).
 			rej, err := d.sign(o, dg, handoff.StateRejected, handoff.ReasonPolicy, "canceled by the delegator before the offer arrived", nil)
@@ -295,7 +303,24 @@ func (d *Delegate) claimLost(ctx context.Context, rec *store.Record, claimErr er
 	defer cancel()
 	got, err := d.cfg.Store.Get(rctx, rec.Iss, rec.Hop)
 	if err != nil {
-		return nil, fmt.Errorf("delegate: claim of hop %s of %q: %w (re-reading it: %v)", rec.Hop, rec.Iss, claimErr, err)
+		err = fmt.Errorf("delegate: claim of hop %s of %q: %w (re-reading it: %v)", rec.Hop, rec.Iss, claimErr, err)
+		if rec.State != store.Accepted {
+			return nil, err
+		}
+		// Nothing found (or nothing readable), but the claim's commit may
+		// still land (a statement in flight, a commit whose reply was
+		// lost): the hop could then sit "accepted" with nobody working on
+		// it and nothing flagged. Flag it now; if the hop never appears,
+		// the operator resolves the flag. Only on this error path: a
+		// claim that answered normally raises nothing.
+		detail := fmt.Sprintf("the claim of this hop as accepted reported %v, and its re-read found no record; the claim may still "+
+			"commit later, and if it does nobody works on the hop: settle it with Finish (failed, NoEffect) or Release; "+
+			"if the hop has no record, resolve this flag", claimErr)
+		if _, ferr := d.cfg.Store.Raise(rctx, store.Flag{Kind: store.FlagUnknownOutcome, Iss: rec.Iss, Hop: rec.Hop,
+			Detail: detail, Created: d.now()}); ferr != nil {
+			return nil, errors.Join(err, fmt.Errorf("delegate: hop %s of %q: raising its unknown-outcome flag failed: %w", rec.Hop, rec.Iss, ferr))
+		}
+		return nil, err
 	}
 	mine := got.Digest.Equal(rec.Digest) && got.State == rec.State && bytes.Equal(got.Status, rec.Status) &&
 		got.Received.Equal(rec.Received)
@@ -307,7 +332,8 @@ func (d *Delegate) claimLost(ctx context.Context, rec *store.Record, claimErr er
 			"the work was never started; settle it with Finish (failed, NoEffect) or Release", claimErr, ctx.Err())
 		if _, ferr := d.cfg.Store.Raise(rctx, store.Flag{Kind: store.FlagUnknownOutcome, Iss: rec.Iss, Hop: rec.Hop,
 			Detail: detail, Created: d.now()}); ferr != nil {
-			return nil, fmt.Errorf("delegate: hop %s of %q: %s; raising the flag failed: %w", rec.Hop, rec.Iss, detail, ferr)
+			return nil, errors.Join(fmt.Errorf("delegate: hop %s of %q: %s: %w", rec.Hop, rec.Iss, detail, claimErr),
+				fmt.Errorf("delegate: hop %s of %q: raising its unknown-outcome flag failed: %w", rec.Hop, rec.Iss, ferr))
 		}
 		return nil, fmt.Errorf("delegate: hop %s of %q: %s: %w", rec.Hop, rec.Iss, detail, claimErr)
 	}
@@ -365,9 +391,9 @@ func (d *Delegate) equivocation(ctx context.Context, r *store.Record, second han
 		if r.State != store.Received {
 			break
 		}
-		first, _, err := handoff.UnsafeDecode(handoff.Element{Form: r.OfferForm, Octets: r.Offer})
-		if err != nil || first == nil {
-			return r, fmt.Errorf("delegate: recorded offer of hop %s of %q cannot be read: %v", r.Hop, r.Iss, err)
+		first, err := recordedOffer(r)
+		if err != nil {
+			return r, err
 		}
 		st, err := d.sign(first, r.Digest, handoff.StateRejected, handoff.ReasonEquivocation, "", nil)
 		if err != nil {
@@ -425,17 +451,24 @@ func (d *Delegate) sign(o *handoff.Offer, dg handoff.Digest, state handoff.State
 // accepted, so the work must not start.
 var ErrCanceled = errors.New("delegate: the delegator canceled this hop")
 
+// ErrEquivocated: a second, different offer for the hop was seen before
+// its work was accepted or began, so the work must not start.
+var ErrEquivocated = errors.New("delegate: the hop's offer was equivocated")
+
 // Accept takes the work of a hop recorded "received" (Config.Defer) and
 // returns the "accepted" status to send. Do the work only if it returns no
-// error: another process may have decided first (store.ErrConflict), or
-// the delegator canceled the hop (ErrCanceled).
+// error: another process may have decided first (store.ErrConflict), the
+// delegator canceled the hop (ErrCanceled), or a second offer for it
+// was seen (ErrEquivocated).
 //
 // A canceled hop is never accepted (Lifecycle: offered -> canceled). It
 // is rejected with reason "policy", as an offer whose cancel overtook it
 // is; if the cancel arrives between the check and the acceptance, the
 // hop, whose work has not begun, is recorded "failed" with no refs (it
-// took no effect). Either way Accept returns that status, to send, with
-// an error wrapping ErrCanceled.
+// took no effect). An equivocated hop is handled the same way with
+// reason "equivocation" (draft "Forks, Concurrency, and Equivocation").
+// Either way Accept returns that status, to send, with an error wrapping
+// ErrCanceled or ErrEquivocated (both when both happened).
 func (d *Delegate) Accept(ctx context.Context, iss, hop string) (*handoff.Element, error) {
 	return d.decide(ctx, iss, hop, store.Accepted, "")
 }
@@ -460,23 +493,28 @@ func (d *Delegate) decide(ctx context.Context, iss, hop string, to store.State, 
 		return nil, err
 	}
 	if r.State != store.Received {
-		return nil, fmt.Errorf("%w: hop %s is already %s", store.ErrConflict, hop, r.State)
+		return nil, store.HopError(fmt.Errorf("%w: the hop is already %s", store.ErrConflict, r.State), iss, hop)
 	}
-	offer := handoff.Element{Form: r.OfferForm, Octets: r.Offer}
-	o, _, err := handoff.UnsafeDecode(offer)
-	if err != nil || o == nil {
-		return nil, fmt.Errorf("delegate: recorded offer of hop %s cannot be read: %v", hop, err)
+	o, err := recordedOffer(r)
+	if err != nil {
+		return nil, err
 	}
-	if to == store.Accepted && r.Canceled {
-		to, reason = store.Rejected, handoff.ReasonPolicy
-		st, err := d.sign(o, r.Digest, handoff.StateRejected, reason, "canceled by the delegator before the work was accepted", nil)
+	if to == store.Accepted && (r.Canceled || r.Equivocated) {
+		// Not taken. An equivocated hop neither taken nor answered gets
+		// "rejected" with reason equivocation (draft "Forks, Concurrency,
+		// and Equivocation"); that comes first when it was canceled too.
+		reason, detail := handoff.ReasonPolicy, "canceled by the delegator before the work was accepted"
+		if r.Equivocated {
+			reason, detail = handoff.ReasonEquivocation, "a second, different offer for this hop was seen before the work was accepted"
+		}
+		st, err := d.sign(o, r.Digest, handoff.StateRejected, reason, detail, nil)
 		if err != nil {
 			return nil, err
 		}
 		if err := d.cfg.Store.Transition(ctx, iss, hop, store.Received, store.Rejected, st.Octets, st.Form, d.now()); err != nil {
 			return nil, err
 		}
-		return st, fmt.Errorf("%w: hop %s of %q is rejected with reason policy; do not do the work", ErrCanceled, hop, iss)
+		return st, notTaken(r, fmt.Sprintf("it is rejected with reason %s", reason), iss, hop)
 	}
 	st, err := d.sign(o, r.Digest, handoff.State(to), reason, "", nil)
 	if err != nil {
@@ -488,22 +526,83 @@ func (d *Delegate) decide(ctx context.Context, iss, hop string, to store.State, 
 	if to != store.Accepted {
 		return st, nil
 	}
-	// A cancel that arrived between the read above and the transition
-	// found the hop "received" and stopped nothing: the work has not
-	// begun (this call has not returned), so it took no effect.
-	// (Cancel re-reads the hop after marking it, so one of the two sees
-	// the other.) If the re-read fails, Cancel's stops the work.
-	if r, err := d.cfg.Store.Get(ctx, iss, hop); err != nil || !r.Canceled {
+	// A cancel or an equivocating offer that arrived between the read
+	// above and the transition found the hop "received" and stopped
+	// nothing (or found it "accepted" and called Stop before the work
+	// began): the work has not begun (this call has not returned), so it
+	// took no effect. (Cancel and the equivocation handler mark the hop
+	// before reading its state, so one of the two sees the other.) If the
+	// re-read fails, their Stop stops the work.
+	if r, err = d.cfg.Store.Get(ctx, iss, hop); err != nil || !(r.Canceled || r.Equivocated) || r.State != store.Accepted {
 		return st, nil
 	}
-	failed, err := d.sign(o, r.Digest, handoff.StateFailed, handoff.ReasonPolicy, "canceled by the delegator before the work began", nil)
+	failed, r, err := d.conclude(ctx, r, func(r *store.Record) Outcome {
+		// status gives a failed equivocated hop reason equivocation.
+		out := Outcome{State: store.Failed, Reason: handoff.ReasonPolicy, NoEffect: true,
+			Detail: "canceled by the delegator before the work began"}
+		if r.Equivocated {
+			out.Detail = "a second, different offer for this hop arrived as the work was accepted; the work never began"
+		}
+		return out
+	})
 	if err != nil {
 		return nil, err
 	}
-	if err := d.cfg.Store.Transition(ctx, iss, hop, store.Accepted, store.Failed, failed.Octets, failed.Form, d.now()); err != nil {
-		return nil, err
+	return failed, notTaken(r, "it was recorded failed as it was accepted (no effect)", iss, hop)
+}
+
+// notTaken is Accept's error for a hop whose work must not start: it
+// wraps ErrEquivocated, ErrCanceled, or both, as the record r shows.
+func notTaken(r *store.Record, what, iss, hop string) error {
+	var errs []error
+	if r.Equivocated {
+		errs = append(errs, ErrEquivocated)
 	}
-	return failed, fmt.Errorf("%w: hop %s of %q was canceled as it was accepted; it is recorded failed (no effect); do not do the work", ErrCanceled, hop, iss)
+	if r.Canceled {
+		errs = append(errs, ErrCanceled)
+	}
+	return store.HopError(fmt.Errorf("%w: %s; do not do the work", errors.Join(errs...), what), iss, hop)
+}
+
+// recordedOffer decodes the offer a hop's record holds.
+func recordedOffer(r *store.Record) (*handoff.Offer, error) {
+	o, _, err := handoff.UnsafeDecode(handoff.Element{Form: r.OfferForm, Octets: r.Offer})
+	if err == nil && o == nil {
+		err = errors.New("it is not an offer")
+	}
+	if err != nil {
+		return nil, store.HopError(fmt.Errorf("delegate: the recorded offer cannot be read: %w", err), r.Iss, r.Hop)
+	}
+	return o, nil
+}
+
+// conclude records the terminal outcome out(r) of the hop as r shows it,
+// signed for r's equivocation mark, with TransitionIf: if an equivocation
+// is marked after r was read, the store refuses the move and the outcome
+// is signed again for the hop as it now stands (a "failed" then carries
+// reason "equivocation", draft "Forks, Concurrency, and Equivocation").
+// The mark is only ever set, so one retry is enough. It returns the
+// status and the record it was signed for.
+func (d *Delegate) conclude(ctx context.Context, r *store.Record, out func(*store.Record) Outcome) (*handoff.Element, *store.Record, error) {
+	for retried := false; ; retried = true {
+		o := out(r)
+		st, err := d.status(r, o)
+		if err != nil {
+			return nil, r, err
+		}
+		err = d.cfg.Store.TransitionIf(ctx, r.Iss, r.Hop, r.State, o.State, r.Equivocated, st.Octets, st.Form, d.now())
+		if err == nil || retried || r.Equivocated || !errors.Is(err, store.ErrConflict) {
+			return st, r, err
+		}
+		now, gerr := d.cfg.Store.Get(ctx, r.Iss, r.Hop)
+		if gerr != nil {
+			return nil, r, errors.Join(err, gerr)
+		}
+		if now.State != r.State || !now.Equivocated {
+			return nil, r, err // decided by another caller meanwhile
+		}
+		r = now
+	}
 }
 
 // Outcome is a known outcome of taken work (draft "Knowing the Outcome").
@@ -542,10 +641,9 @@ func (o Outcome) check() error {
 // status signs the terminal status for a recorded hop. An equivocated hop
 // that failed says so with reason "equivocation".
 func (d *Delegate) status(r *store.Record, out Outcome) (*handoff.Element, error) {
-	offer := handoff.Element{Form: r.OfferForm, Octets: r.Offer}
-	o, _, err := handoff.UnsafeDecode(offer)
-	if err != nil || o == nil {
-		return nil, fmt.Errorf("delegate: recorded offer of hop %s cannot be read: %v", r.Hop, err)
+	o, err := recordedOffer(r)
+	if err != nil {
+		return nil, err
 	}
 	reason := out.Reason
 	if r.Equivocated && out.State == store.Failed {
@@ -561,17 +659,17 @@ func (d *Delegate) status(r *store.Record, out Outcome) (*handoff.Element, error
 // call Unknown instead. It returns the status to send.
 func (d *Delegate) Finish(ctx context.Context, iss, hop string, out Outcome) (*handoff.Element, error) {
 	if err := out.check(); err != nil {
-		return nil, err
+		return nil, store.HopError(err, iss, hop)
 	}
 	r, err := d.cfg.Store.Get(ctx, iss, hop)
 	if err != nil {
 		return nil, err
 	}
-	st, err := d.status(r, out)
+	// The move is conditional on the equivocated mark as read: an
+	// equivocation marked meanwhile makes it sign again, so a "failed"
+	// never goes out without reason equivocation on an equivocated hop.
+	st, _, err := d.conclude(ctx, r, func(*store.Record) Outcome { return out })
 	if err != nil {
-		return nil, err
-	}
-	if err := d.cfg.Store.Transition(ctx, iss, hop, r.State, out.State, st.Octets, st.Form, d.now()); err != nil {
 		return nil, err
 	}
 	return st, nil
@@ -600,7 +698,7 @@ func (d *Delegate) RecordOutcome(ctx context.Context, iss, hop string, work func
 			return store.Outcome{}, err
 		}
 		if err := out.check(); err != nil {
-			return store.Outcome{}, err
+			return store.Outcome{}, store.HopError(err, iss, hop)
 		}
 		if st, err = d.status(r, out); err != nil {
 			return store.Outcome{}, err
@@ -624,7 +722,7 @@ func (d *Delegate) Unknown(ctx context.Context, iss, hop, why string) error {
 		return err
 	}
 	if r.State != store.Accepted {
-		return fmt.Errorf("%w: hop %s is %s", store.ErrConflict, hop, r.State)
+		return store.HopError(fmt.Errorf("%w: an unknown outcome is for an accepted hop; the hop is %s", store.ErrConflict, r.State), iss, hop)
 	}
 	_, err = d.cfg.Store.Raise(ctx, store.Flag{Kind: store.FlagUnknownOutcome, Iss: iss, Hop: hop, Detail: why, Created: d.now()})
 	return err
@@ -672,6 +770,20 @@ func (d *Delegate) Recover(ctx context.Context) (int, error) {
 			if flagged[k] || !r.Released.IsZero() {
 				continue
 			}
+			// Re-read just before raising: an operator's Release (or an
+			// outcome) landing since the page was read would otherwise
+			// leave an open flag on a hop already settled.
+			now, err := d.cfg.Store.Get(ctx, r.Iss, r.Hop)
+			if errors.Is(err, store.ErrNotFound) {
+				continue
+			}
+			if err != nil {
+				return n, err
+			}
+			if now.State != store.Accepted || !now.Released.IsZero() {
+				continue
+			}
+			r = now
 			detail := "found accepted at start-up with no outcome: the process that took the work is gone, and whether it took effect is not known"
 			if r.Canceled {
 				detail += " (the delegator canceled it; a cancel does not show the work took no effect)"
@@ -713,10 +825,10 @@ func (d *Delegate) Cancel(ctx context.Context, status handoff.Element, iss, hop 
 	vs, err := handoff.VerifyStatus(status, handoff.Element{Form: r.OfferForm, Octets: r.Offer},
 		handoff.StatusOptions{Keys: d.cfg.Options.Keys, Now: d.now, Skew: d.cfg.Options.Skew})
 	if err != nil {
-		return nil, err
+		return nil, store.HopError(fmt.Errorf("delegate: the cancel does not verify against the hop's offer: %w", err), iss, hop)
 	}
 	if vs.Status.State != handoff.StateCanceled {
-		return nil, fmt.Errorf("delegate: status is %q, not canceled", vs.Status.State)
+		return nil, store.HopError(fmt.Errorf("delegate: the status is %q, not canceled", vs.Status.State), iss, hop)
 	}
 	if err := d.cfg.Store.MarkCanceled(ctx, iss, hop); err != nil {
 		return nil, err
@@ -761,7 +873,7 @@ func (d *Delegate) hold(status handoff.Element) error {
 		life = 300 * time.Second
 	}
 	now := d.now()
-	k := st.Offer.Alg + ":" + st.Offer.String()
+	k := heldKey(st.Iss, st.Offer)
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if old, ok := d.held[k]; ok {
@@ -791,6 +903,14 @@ func (d *Delegate) hold(status handoff.Element) error {
 	return nil
 }
 
+// heldKey names a held cancel by its iss and the offer digest it names:
+// by the digest alone, a cancel from another trusted issuer naming the
+// same offer would replace the delegator's own, and the work would run.
+// Only the one whose iss is the offer's iss can verify against it (D9).
+func heldKey(iss string, offer handoff.Digest) string {
+	return strconv.Quote(iss) + " " + offer.Alg + ":" + offer.String()
+}
+
 // dropHeld forgets a held cancel; d.mu is held.
 func (d *Delegate) dropHeld(k string, h heldCancel) {
 	delete(d.held, k)
@@ -799,16 +919,17 @@ func (d *Delegate) dropHeld(k string, h heldCancel) {
 	}
 }
 
-// heldFor reports whether a held cancel verifies against offer (D9:
+// heldFor reports whether a held cancel from iss, the offer's iss,
+// verifies against offer (D9:
 // signed by offer.iss, addressed to offer.aud, naming this offer), and
 // forgets it either way.
-func (d *Delegate) heldFor(offer handoff.Element, dg handoff.Digest) bool {
+func (d *Delegate) heldFor(iss string, offer handoff.Element, dg handoff.Digest) bool {
 	d.mu.Lock()
 	if len(d.held) == 0 {
 		d.mu.Unlock()
 		return false
 	}
-	k := dg.Alg + ":" + dg.String()
+	k := heldKey(iss, dg)
 	h, ok := d.held[k]
 	if ok {
 		d.dropHeld(k, h)

@@ -1,0 +1,452 @@
+package delegate_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/quantumlearningmachines/handoff"
+	"github.com/quantumlearningmachines/handoff/delegate"
+	"github.com/quantumlearningmachines/handoff/store"
+	"github.com/quantumlearningmachines/handoff/store/sqlite"
+	"github.com/quantumlearningmachines/handoff/trust"
+)
+
+// Races between the calls of one hop, each injected by a real store
+// wrapped so that the other caller's write lands at the worst moment.
+
+// cancelStatus signs the planner's "canceled" for the offer b.
+func cancelStatus(t *testing.T, w *world, b []byte) handoff.Element {
+	t.Helper()
+	h, err := handoff.ParseHandoff(b, handoff.Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := w.signers["planner"].SignStatus(&handoff.Status{Offer: h.Offer.Digest(), Iss: "planner", Aud: "coder",
+		Iat: w.clock().Unix(), State: handoff.StateCanceled}, handoff.FormJWS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// openStores returns the stores a test runs on: memory and SQLite (the
+// delegate's behaviour must not depend on which).
+func openStores(t *testing.T, w *world) map[string]store.Store {
+	sq, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "hops.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sq.Close() })
+	if err := sq.Forget(context.Background(), w.clock().Add(-time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	return map[string]store.Store{"memory": w.freshStore(), "sqlite": sq}
+}
+
+// onAccept is a real store that runs hook right after a deferred hop is
+// moved to "accepted" (before Accept returns).
+type onAccept struct {
+	store.Store
+	hook func()
+}
+
+func (x *onAccept) Transition(ctx context.Context, iss, hop string, from, to store.State, status []byte, form handoff.Form, now time.Time) error {
+	err := x.Store.Transition(ctx, iss, hop, from, to, status, form, now)
+	if err == nil && from == store.Received && to == store.Accepted && x.hook != nil {
+		h := x.hook
+		x.hook = nil
+		h()
+	}
+	return err
+}
+
+// "Forks, Concurrency, and Equivocation" with Config.Defer: a second offer
+// seen before Accept (the hop is marked, not yet rejected) gets the first
+// "rejected" with reason equivocation; one that arrives between the move
+// to "accepted" and Accept returning finds the hop accepted (Stop comes
+// before any work), and Accept records it "failed", reason equivocation,
+// no refs: the work never began. Either way Accept's error wraps
+// ErrEquivocated, so the application never starts it.
+func TestAcceptRacesEquivocation(t *testing.T) {
+	ctx := context.Background()
+	for _, c := range []struct {
+		name   string
+		during bool
+		state  store.State
+	}{{"equivocated before Accept", false, store.Rejected}, {"equivocated during Accept", true, store.Failed}} {
+		t.Run(c.name, func(t *testing.T) {
+			w := newWorld(t)
+			mem := w.freshStore()
+			s := &onAccept{Store: mem}
+			var stopped []string
+			d := w.delegate(s, func(cfg *delegate.Config) {
+				cfg.Defer = true
+				cfg.Stop = func(_, hop string) { stopped = append(stopped, hop) }
+			})
+			b, o := w.offer("")
+			if a, err := d.Receive(ctx, b, "ctx", true); err != nil || a.Record.State != store.Received {
+				t.Fatalf("%+v %v", a, err)
+			}
+			b2, _ := w.offer(o.Hop)
+			if c.during {
+				s.hook = func() {
+					if a, err := d.Receive(ctx, b2, "ctx", true); err != nil || a.Outcome != handoff.Equivocation || a.Status != nil {
+						t.Errorf("the equivocating offer: %+v, %v", a, err)
+					}
+				}
+			} else if err := mem.MarkEquivocated(ctx, o.Iss, o.Hop); err != nil {
+				// The equivocation handler has marked the hop and not yet
+				// rejected it.
+				t.Fatal(err)
+			}
+			st, err := d.Accept(ctx, o.Iss, o.Hop)
+			if !errors.Is(err, delegate.ErrEquivocated) || errors.Is(err, delegate.ErrCanceled) {
+				t.Fatalf("Accept of an equivocated hop = %v; want ErrEquivocated only", err)
+			}
+			got := statusOf(t, w, st, b)
+			if got.State != handoff.State(c.state) || got.Reason != handoff.ReasonEquivocation || len(got.Refs) != 0 {
+				t.Fatalf("status %+v; want %s, reason equivocation, no refs", got, c.state)
+			}
+			r, err := mem.Get(ctx, o.Iss, o.Hop)
+			if err != nil || r.State != c.state || !r.Equivocated || !bytes.Equal(r.Status, st.Octets) {
+				t.Fatalf("record %+v, %v; want %s with the status Accept returned", r, err, c.state)
+			}
+			if c.during {
+				if len(stopped) != 1 {
+					t.Fatalf("stopped %v; want the hop stopped once", stopped)
+				}
+				expectFlag(t, d, store.FlagEquivocation)
+			}
+		})
+	}
+}
+
+// noFlags is a real store whose Raise fails.
+type noFlags struct{ store.Store }
+
+var errNoFlag = errors.New("flags table unavailable")
+
+func (noFlags) Raise(context.Context, store.Flag) (int64, error) { return 0, errNoFlag }
+
+// "Knowing the Outcome" after a claim as accepted that reported an error
+// and whose re-read found no record: the commit may still land, so the
+// hop is flagged "unknown outcome" anyway, and when it does land the hop
+// is not accepted unseen. If the flag cannot be raised either, both
+// errors are returned.
+func TestClaimLostNothingFound(t *testing.T) {
+	ctx := context.Background()
+	t.Run("the commit lands later: flagged", func(t *testing.T) {
+		w := newWorld(t)
+		mem := w.freshStore()
+		var claimed *store.Record
+		d := w.delegate(&lossy{Store: mem, before: func(r *store.Record) { c := *r; claimed = &c }}, nil)
+		b, o := w.offer("")
+		if a, err := d.Receive(ctx, b, "ctx", true); !errors.Is(err, errReset) || a != nil {
+			t.Fatalf("Receive = %+v, %v; want the claim's error", a, err)
+		}
+		if _, stored, err := mem.Claim(ctx, claimed); err != nil || !stored { // the late commit
+			t.Fatalf("late claim: %v %v", stored, err)
+		}
+		if r, err := mem.Get(ctx, o.Iss, o.Hop); err != nil || r.State != store.Accepted {
+			t.Fatalf("record %+v %v", r, err)
+		}
+		if n := unknownFlags(t, d, o.Hop); n != 1 {
+			t.Fatalf("%d unknown-outcome flags for a hop accepted with nobody working on it; want 1", n)
+		}
+	})
+	t.Run("the flag fails too: both errors", func(t *testing.T) {
+		w := newWorld(t)
+		d := w.delegate(noFlags{&lossy{Store: w.freshStore()}}, nil)
+		b, o := w.offer("")
+		_, err := d.Receive(ctx, b, "ctx", true)
+		if !errors.Is(err, errReset) || !errors.Is(err, errNoFlag) || !strings.Contains(err.Error(), o.Hop) {
+			t.Fatalf("Receive = %v; want the claim's error and the flag's, naming the hop", err)
+		}
+	})
+	t.Run("a deferred claim is not flagged", func(t *testing.T) {
+		w := newWorld(t)
+		mem := w.freshStore()
+		d := w.delegate(&lossy{Store: mem}, func(c *delegate.Config) { c.Defer = true })
+		b, o := w.offer("")
+		if _, err := d.Receive(ctx, b, "ctx", true); !errors.Is(err, errReset) {
+			t.Fatalf("Receive = %v; want the claim's error", err)
+		}
+		if n := unknownFlags(t, d, o.Hop); n != 0 {
+			t.Fatalf("%d unknown-outcome flags for a hop claimed received (no work); want 0", n)
+		}
+	})
+}
+
+// markAfterGet is a real store in which a second offer for the hop is
+// marked just after the first read of the hop.
+type markAfterGet struct {
+	store.Store
+	hop string
+}
+
+func (x *markAfterGet) Get(ctx context.Context, iss, hop string) (*store.Record, error) {
+	r, err := x.Store.Get(ctx, iss, hop)
+	if err == nil && hop == x.hop {
+		x.hop = ""
+		if err := x.Store.MarkEquivocated(ctx, iss, hop); err != nil {
+			return nil, err
+		}
+	}
+	return r, err
+}
+
+// "Forks, Concurrency, and Equivocation": once a hop is equivocated, its
+// "failed" carries reason "equivocation". Finish reads, signs, then
+// records: an equivocation marked in between makes it sign again, with
+// that reason, on every store.
+func TestFinishRacesEquivocation(t *testing.T) {
+	ctx := context.Background()
+	w := newWorld(t)
+	for name, s := range openStores(t, w) {
+		t.Run(name, func(t *testing.T) {
+			ms := &markAfterGet{Store: s}
+			d := w.delegate(ms, nil)
+			b, o := w.offer("")
+			if a, err := d.Receive(ctx, b, "ctx", true); err != nil || !a.Take {
+				t.Fatalf("%+v %v", a, err)
+			}
+			ref := handoff.ContextRef{Kind: handoff.KindDigest, Dig: handoff.DigestOf([]byte("half the files written"))}
+			ms.hop = o.Hop
+			st, err := d.Finish(ctx, o.Iss, o.Hop, delegate.Outcome{State: store.Failed, Reason: handoff.ReasonPolicy, Refs: []handoff.ContextRef{ref}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := statusOf(t, w, st, b); got.State != handoff.StateFailed || got.Reason != handoff.ReasonEquivocation || len(got.Refs) != 1 {
+				t.Fatalf("status %+v; want failed, reason equivocation, the ref", got)
+			}
+			r, err := s.Get(ctx, o.Iss, o.Hop)
+			if err != nil || r.State != store.Failed || !bytes.Equal(r.Status, st.Octets) {
+				t.Fatalf("record %+v %v; want failed with the returned status", r, err)
+			}
+		})
+	}
+}
+
+// releaseOnList is a real store in which the operator releases every hop
+// that Recover lists, just after it lists it.
+type releaseOnList struct {
+	store.Store
+	operator *delegate.Delegate
+}
+
+func (x releaseOnList) Hops(ctx context.Context, state store.State, after store.HopKey, limit int) ([]*store.Record, error) {
+	page, err := x.Store.Hops(ctx, state, after, limit)
+	for _, r := range page {
+		if err := x.operator.Release(ctx, r.Iss, r.Hop, "the ledger cannot say"); err != nil {
+			return nil, err
+		}
+	}
+	return page, err
+}
+
+// "Knowing the Outcome": a hop the operator released while Recover ran is
+// settled; Recover leaves no open unknown-outcome flag on it.
+func TestRecoverRacesRelease(t *testing.T) {
+	ctx := context.Background()
+	w := newWorld(t)
+	mem := w.freshStore()
+	operator := w.delegate(mem, nil)
+	d := w.delegate(releaseOnList{mem, operator}, nil)
+	b, o := w.offer("")
+	if a, err := d.Receive(ctx, b, "ctx", true); err != nil || !a.Take {
+		t.Fatalf("%+v %v", a, err)
+	}
+	if n, err := d.Recover(ctx); err != nil || n != 0 {
+		t.Fatalf("Recover = %d, %v; want 0 (released meanwhile)", n, err)
+	}
+	if n := unknownFlags(t, d, o.Hop); n != 0 {
+		t.Fatalf("%d open unknown-outcome flags on a released hop; want 0", n)
+	}
+}
+
+// crossAccept is a real store in which a delegator's cancel and the
+// application's Accept interleave: the cancel's mark lands just after
+// the move to "accepted", and Accept finishes (and records the hop failed)
+// before the cancel re-reads the hop.
+type crossAccept struct {
+	store.Store
+	accepted, marked, done chan struct{}
+}
+
+func (x *crossAccept) Transition(ctx context.Context, iss, hop string, from, to store.State, status []byte, form handoff.Form, now time.Time) error {
+	err := x.Store.Transition(ctx, iss, hop, from, to, status, form, now)
+	if from == store.Received && to == store.Accepted {
+		close(x.accepted)
+		<-x.marked
+	}
+	return err
+}
+
+func (x *crossAccept) MarkCanceled(ctx context.Context, iss, hop string) error {
+	<-x.accepted
+	err := x.Store.MarkCanceled(ctx, iss, hop)
+	close(x.marked)
+	<-x.done
+	return err
+}
+
+// acceptOnMark is a real store in which Accept runs right after a
+// cancel's mark, before the cancel re-reads the hop.
+type acceptOnMark struct {
+	store.Store
+	accept func()
+}
+
+func (x acceptOnMark) MarkCanceled(ctx context.Context, iss, hop string) error {
+	err := x.Store.MarkCanceled(ctx, iss, hop)
+	x.accept()
+	return err
+}
+
+// Lifecycle: a cancel that races Accept ends the hop without effect
+// (rejected, or failed with no refs), and Accept says so. The cancel
+// finds the hop terminal, as one crossing a real outcome would, and is
+// flagged conflicting inputs like it (failing safe: the operator sees
+// every cancel that met a terminal hop; the delegator simulation
+// expects that flag).
+func TestCancelRacesAccept(t *testing.T) {
+	ctx := context.Background()
+	for _, c := range []struct {
+		name  string
+		state store.State
+	}{{"Accept sees the mark: rejected", store.Rejected}, {"the mark lands during Accept: failed", store.Failed}} {
+		t.Run(c.name, func(t *testing.T) {
+			w := newWorld(t)
+			mem := w.freshStore()
+			var d *delegate.Delegate
+			var s store.Store
+			var acceptErr error
+			b, o := w.offer("")
+			accept := func() { _, acceptErr = d.Accept(ctx, o.Iss, o.Hop) }
+			if c.state == store.Rejected {
+				s = acceptOnMark{mem, accept}
+			} else {
+				x := &crossAccept{Store: mem, accepted: make(chan struct{}), marked: make(chan struct{}), done: make(chan struct{})}
+				s = x
+				accept = func() {
+					go func() {
+						defer close(x.done)
+						_, acceptErr = d.Accept(ctx, o.Iss, o.Hop)
+					}()
+				}
+			}
+			d = w.delegate(s, func(cfg *delegate.Config) { cfg.Defer = true })
+			if _, err := d.Receive(ctx, b, "ctx", true); err != nil {
+				t.Fatal(err)
+			}
+			if c.state == store.Failed {
+				accept()
+			}
+			cancel := cancelStatus(t, w, b)
+			if _, err := d.Cancel(ctx, cancel, o.Iss, o.Hop); err != nil {
+				t.Fatal(err)
+			}
+			if !errors.Is(acceptErr, delegate.ErrCanceled) {
+				t.Fatalf("Accept = %v; want ErrCanceled", acceptErr)
+			}
+			if r, err := mem.Get(ctx, o.Iss, o.Hop); err != nil || r.State != c.state {
+				t.Fatalf("record %+v %v; want %s", r, err, c.state)
+			}
+			// The cancel asked again, on the store as it now is.
+			if _, err := w.delegate(mem, nil).Cancel(ctx, cancel, o.Iss, o.Hop); err != nil {
+				t.Fatal(err)
+			}
+			flags, err := d.Flags(ctx, false)
+			if err != nil || len(flags) == 0 {
+				t.Fatalf("flags %+v, %v; want conflicting inputs", flags, err)
+			}
+			for _, f := range flags {
+				if f.Kind != store.FlagConflictingInputs || f.Iss != o.Iss || f.Hop != o.Hop {
+					t.Fatalf("flag %+v; want conflicting inputs for the hop", f)
+				}
+			}
+		})
+	}
+}
+
+// Lifecycle, "canceled" from offered: an early cancel from another
+// trusted issuer naming the same offer does not push out the delegator's
+// own, so the offer, when it arrives, is still refused.
+func TestHeldCancelNotReplacedByAnotherIssuer(t *testing.T) {
+	ctx := context.Background()
+	w := newWorld(t)
+	k, err := trust.GenerateKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tk, _ := trust.NewKey(&k.PublicKey)
+	if err := w.keys.Add("tester", tk); err != nil {
+		t.Fatal(err)
+	}
+	w.signers["tester"], _ = handoff.NewSigner(k)
+	d := w.delegate(w.freshStore(), nil)
+	b, o := w.offer("")
+	h, _ := handoff.ParseHandoff(b, handoff.Limits{})
+	if _, err := d.Cancel(ctx, cancelStatus(t, w, b), o.Iss, o.Hop); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("the planner's early cancel: %v", err)
+	}
+	other, err := w.signers["tester"].SignStatus(&handoff.Status{Offer: h.Offer.Digest(), Iss: "tester", Aud: "coder",
+		Iat: w.clock().Unix(), State: handoff.StateCanceled}, handoff.FormJWS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.Cancel(ctx, other, o.Iss, o.Hop); !errors.Is(err, store.ErrNotFound) || !strings.Contains(err.Error(), "held") {
+		t.Fatalf("the tester's early cancel: %v", err)
+	}
+	a, err := d.Receive(ctx, b, "ctx", true)
+	if err != nil || a.Take || a.Outcome != handoff.Rejected || statusOf(t, w, a.Status, b).Reason != handoff.ReasonPolicy {
+		t.Fatalf("the offer after its delegator's cancel: %+v, %v; want rejected (policy)", a, err)
+	}
+}
+
+// Errors about one hop name it, iss and hop, and still match their
+// sentinel.
+func TestErrorsNameIssAndHop(t *testing.T) {
+	ctx := context.Background()
+	w := newWorld(t)
+	stores := openStores(t, w)
+	sq := stores["sqlite"]
+	d := w.delegate(sq, nil)
+	b, o := w.offer("")
+	if a, err := d.Receive(ctx, b, "ctx", true); err != nil || !a.Take {
+		t.Fatalf("%+v %v", a, err)
+	}
+	named := func(what string, err, sentinel error) {
+		t.Helper()
+		if err == nil || (sentinel != nil && !errors.Is(err, sentinel)) {
+			t.Errorf("%s = %v; want an error matching %v", what, err, sentinel)
+			return
+		}
+		if msg := err.Error(); !strings.Contains(msg, o.Hop) || !strings.Contains(msg, o.Iss) {
+			t.Errorf("%s = %q; want it to name hop %s of %q", what, msg, o.Hop, o.Iss)
+		}
+	}
+	_, err := d.Accept(ctx, o.Iss, o.Hop)
+	named("Accept of an accepted hop", err, store.ErrConflict)
+	_, err = d.Finish(ctx, o.Iss, o.Hop, delegate.Outcome{State: store.Completed, NoEffect: true})
+	named("Finish with a bad outcome", err, nil)
+	forged, _ := w.signers["coder"].SignStatus(&handoff.Status{Offer: handoff.DigestOf(b), Iss: "coder", Aud: "planner",
+		Iat: w.clock().Unix(), State: handoff.StateCanceled}, handoff.FormJWS)
+	_, err = d.Cancel(ctx, forged, o.Iss, o.Hop)
+	named("Cancel that does not verify", err, nil)
+	if _, err := d.Finish(ctx, o.Iss, o.Hop, delegate.Outcome{State: store.Completed}); err != nil {
+		t.Fatal(err)
+	}
+	named("Unknown of a completed hop", d.Unknown(ctx, o.Iss, o.Hop, "why"), store.ErrConflict)
+	named("Release of a completed hop", d.Release(ctx, o.Iss, o.Hop, "why"), store.ErrConflict)
+	// A claim given up before it was written (the SQL store's claim path).
+	gone, cancel := context.WithCancel(ctx)
+	cancel()
+	_, _, err = sq.Claim(gone, &store.Record{Iss: o.Iss, Hop: o.Hop, Digest: handoff.DigestOf(b), Offer: b, State: store.Received})
+	named("Claim with an ended context", err, context.Canceled)
+}
