@@ -27,18 +27,28 @@ type world struct {
 
 func newWorld(t testing.TB) *world {
 	w := &world{t: t, keys: trust.New(), signers: map[string]*handoff.Signer{}, now: time.Unix(1_800_000_000, 0)}
-	for _, n := range []string{"planner", "coder"} {
-		k, err := trust.GenerateKey()
-		if err != nil {
-			t.Fatal(err)
-		}
-		tk, _ := trust.NewKey(&k.PublicKey)
-		if err := w.keys.Add(n, tk); err != nil {
-			t.Fatal(err)
-		}
-		w.signers[n], _ = handoff.NewSigner(k)
-	}
+	w.addAgent("planner")
+	w.addAgent("coder")
 	return w
+}
+
+// addAgent gives the agent named n a new key, trusted and able to sign.
+func (w *world) addAgent(n string) {
+	w.t.Helper()
+	k, err := trust.GenerateKey()
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	tk, err := trust.NewKey(&k.PublicKey)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	if err := w.keys.Add(n, tk); err != nil {
+		w.t.Fatal(err)
+	}
+	if w.signers[n], err = handoff.NewSigner(k); err != nil {
+		w.t.Fatal(err)
+	}
 }
 
 func (w *world) clock() time.Time {

@@ -11,7 +11,6 @@ import (
 	"github.com/quantumlearningmachines/handoff"
 	"github.com/quantumlearningmachines/handoff/delegate"
 	"github.com/quantumlearningmachines/handoff/store"
-	"github.com/quantumlearningmachines/handoff/trust"
 )
 
 // lossy is a real store whose Claim reports an error: after committing
@@ -540,15 +539,7 @@ func TestSinceFollowsTheStore(t *testing.T) {
 func TestHeldCancelsBounded(t *testing.T) {
 	ctx := context.Background()
 	w := newWorld(t)
-	k, err := trust.GenerateKey()
-	if err != nil {
-		t.Fatal(err)
-	}
-	tk, _ := trust.NewKey(&k.PublicKey)
-	if err := w.keys.Add("tester", tk); err != nil {
-		t.Fatal(err)
-	}
-	w.signers["tester"], _ = handoff.NewSigner(k)
+	w.addAgent("tester")
 	d := w.delegate(w.freshStore(), nil)
 
 	n := w.clock().Unix()

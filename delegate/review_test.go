@@ -13,7 +13,6 @@ import (
 	"github.com/quantumlearningmachines/handoff/delegate"
 	"github.com/quantumlearningmachines/handoff/store"
 	"github.com/quantumlearningmachines/handoff/store/sqlite"
-	"github.com/quantumlearningmachines/handoff/trust"
 )
 
 // Races between the calls of one hop, each injected by a real store
@@ -380,15 +379,7 @@ func TestCancelRacesAccept(t *testing.T) {
 func TestHeldCancelNotReplacedByAnotherIssuer(t *testing.T) {
 	ctx := context.Background()
 	w := newWorld(t)
-	k, err := trust.GenerateKey()
-	if err != nil {
-		t.Fatal(err)
-	}
-	tk, _ := trust.NewKey(&k.PublicKey)
-	if err := w.keys.Add("tester", tk); err != nil {
-		t.Fatal(err)
-	}
-	w.signers["tester"], _ = handoff.NewSigner(k)
+	w.addAgent("tester")
 	d := w.delegate(w.freshStore(), nil)
 	b, o := w.offer("")
 	h, _ := handoff.ParseHandoff(b, handoff.Limits{})
