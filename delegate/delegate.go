@@ -223,27 +223,32 @@ func (d *Delegate) Receive(ctx context.Context, b []byte, dialog string, authent
 		}
 		return d.claim(ctx, a, o, res.Handoff.Offer, dg, store.Rejected, st, authenticated, false)
 	case handoff.Accepted:
-		if d.heldFor(o.Iss, res.Handoff.Offer, dg) {
+		offer := res.Handoff.Offer
+		k, canceled := d.heldFor(o.Iss, offer, dg)
+		state, st := store.Accepted, (*handoff.Element)(nil)
+		switch {
+		case canceled:
 			// The delegator canceled this hop before its offer arrived:
 			// the work is not taken (Lifecycle: offered -> canceled).
-			rej, err := d.sign(o, dg, handoff.StateRejected, handoff.ReasonPolicy, "canceled by the delegator before the offer arrived", nil)
-			if err != nil {
+			state = store.Rejected
+			if st, err = d.sign(o, dg, handoff.StateRejected, handoff.ReasonPolicy, "canceled by the delegator before the offer arrived", nil); err != nil {
 				return nil, err
 			}
 			a.Outcome = handoff.Rejected
 			res.Outcome, res.Reason = handoff.Rejected, handoff.ReasonPolicy
 			res.Err = &handoff.CheckError{Reason: handoff.ReasonPolicy, Hop: o.Hop, Index: handoff.OfferIndex,
 				Err: errors.New("canceled by the delegator before the offer arrived")}
-			return d.claim(ctx, a, o, res.Handoff.Offer, dg, store.Rejected, rej, authenticated, true)
+		case d.cfg.Defer:
+			state = store.Received
+		default:
+			if st, err = d.sign(o, dg, handoff.StateAccepted, "", "", nil); err != nil {
+				return nil, err
+			}
 		}
-		if d.cfg.Defer {
-			return d.claim(ctx, a, o, res.Handoff.Offer, dg, store.Received, nil, authenticated, false)
+		if a, err = d.claim(ctx, a, o, offer, dg, state, st, authenticated, canceled); err != nil {
+			return nil, err // a held cancel stays held: the offer asked again finds it
 		}
-		st, err := d.sign(o, dg, handoff.StateAccepted, "", "", nil)
-		if err != nil {
-			return nil, err
-		}
-		return d.claim(ctx, a, o, res.Handoff.Offer, dg, store.Accepted, st, authenticated, false)
+		return d.afterClaim(ctx, a, offer, dg, k, canceled)
 	}
 	return nil, fmt.Errorf("delegate: unexpected outcome %q", res.Outcome)
 }
@@ -280,6 +285,71 @@ func (d *Delegate) claim(ctx context.Context, a *Answer, o *handoff.Offer, offer
 	return a, nil
 }
 
+// afterClaim applies a cancel held for the offer just claimed (draft
+// "Lifecycle": offered -> canceled). A claim and a cancel that overtook
+// its offer race: Receive looks for a held cancel before and after its
+// claim, and Cancel, having found no record and held the cancel, reads
+// the hop again; each looks after its own write, so one sees the other,
+// and whichever takes the held cancel out (takeHeld) applies it. k and
+// found are what Receive's first look gave.
+//
+// A hop this call just took (Take) has not begun its work: it is recorded
+// "failed" with no effect and not taken. Any other record (received, or
+// made by another claim of the hop) gets the cancel as Cancel would give
+// it.
+func (d *Delegate) afterClaim(ctx context.Context, a *Answer, offer handoff.Element, dg handoff.Digest, k string, found bool) (*Answer, error) {
+	if !found {
+		if k, found = d.heldFor(a.Iss, offer, dg); !found {
+			return a, nil
+		}
+	}
+	if !d.takeHeld(k) {
+		return a, nil // Cancel took it, and applies it
+	}
+	r := a.Record
+	switch {
+	case r.Canceled:
+		return a, nil // recorded with the cancel (this claim's rejection, or one before it)
+	case a.Take:
+		r.Canceled = true // this record copy, for notBegun's error too
+		if err := d.cfg.Store.MarkCanceled(ctx, r.Iss, r.Hop); err != nil {
+			return nil, d.notBegun(ctx, r, err)
+		}
+		failed, r, err := d.conclude(ctx, r, canceledBeforeWork)
+		if err != nil {
+			return nil, d.notBegun(ctx, r, err)
+		}
+		a.Take, a.Status, a.Record = false, failed, r
+		return a, nil
+	}
+	r, err := d.canceled(ctx, r)
+	a.Record = r
+	return a, err
+}
+
+// canceledBeforeWork is the outcome of a hop accepted as it was canceled
+// or equivocated: its work never began (status gives a failed
+// equivocated hop reason equivocation).
+func canceledBeforeWork(r *store.Record) Outcome {
+	out := Outcome{State: store.Failed, Reason: handoff.ReasonPolicy, NoEffect: true,
+		Detail: "canceled by the delegator before the work began"}
+	if r.Equivocated {
+		out.Detail = "a second, different offer for this hop arrived as the work was accepted; the work never began"
+	}
+	return out
+}
+
+// notBegun is the error for a hop recorded "accepted" whose work must not
+// begin (canceled or equivocated as it was taken) but whose "failed" could
+// not be recorded: it stays "accepted" with nobody working on it, so it is
+// flagged for the operator to settle with Finish (failed, NoEffect).
+func (d *Delegate) notBegun(ctx context.Context, r *store.Record, err error) error {
+	detail := fmt.Sprintf("the hop was recorded accepted as it was canceled or equivocated, so its work never began, but recording "+
+		"it failed with no effect did not succeed (%v): settle it with Finish (failed, NoEffect)", err)
+	ferr := d.raiseDetached(ctx, store.FlagUnknownOutcome, r.Iss, r.Hop, detail)
+	return errors.Join(notTaken(r, "it stays accepted, flagged unknown outcome: recording it failed did not succeed", r.Iss, r.Hop), err, ferr)
+}
+
 // reread bounds the re-read of a hop after its claim reported an error.
 const reread = 5 * time.Second
 
@@ -304,8 +374,8 @@ func (d *Delegate) claimLost(ctx context.Context, rec *store.Record, claimErr er
 	got, err := d.cfg.Store.Get(rctx, rec.Iss, rec.Hop)
 	if err != nil {
 		err = fmt.Errorf("delegate: claim of hop %s of %q: %w (re-reading it: %v)", rec.Hop, rec.Iss, claimErr, err)
-		if rec.State != store.Accepted {
-			return nil, err
+		if rec.State != store.Accepted || errors.Is(claimErr, store.ErrClosed) {
+			return nil, err // nothing was written, or the record would say it
 		}
 		// Nothing found (or nothing readable), but the claim's commit may
 		// still land (a statement in flight, a commit whose reply was
@@ -316,9 +386,8 @@ func (d *Delegate) claimLost(ctx context.Context, rec *store.Record, claimErr er
 		detail := fmt.Sprintf("the claim of this hop as accepted reported %v, and its re-read found no record; the claim may still "+
 			"commit later, and if it does nobody works on the hop: settle it with Finish (failed, NoEffect) or Release; "+
 			"if the hop has no record, resolve this flag", claimErr)
-		if _, ferr := d.cfg.Store.Raise(rctx, store.Flag{Kind: store.FlagUnknownOutcome, Iss: rec.Iss, Hop: rec.Hop,
-			Detail: detail, Created: d.now()}); ferr != nil {
-			return nil, errors.Join(err, fmt.Errorf("delegate: hop %s of %q: raising its unknown-outcome flag failed: %w", rec.Hop, rec.Iss, ferr))
+		if ferr := d.raiseDetached(ctx, store.FlagUnknownOutcome, rec.Iss, rec.Hop, detail); ferr != nil {
+			return nil, errors.Join(err, ferr)
 		}
 		return nil, err
 	}
@@ -330,10 +399,8 @@ func (d *Delegate) claimLost(ctx context.Context, rec *store.Record, claimErr er
 	if rec.State == store.Accepted && ctx.Err() != nil {
 		detail := fmt.Sprintf("the hop was recorded accepted, but its claim reported %v and the caller had gone (%v): "+
 			"the work was never started; settle it with Finish (failed, NoEffect) or Release", claimErr, ctx.Err())
-		if _, ferr := d.cfg.Store.Raise(rctx, store.Flag{Kind: store.FlagUnknownOutcome, Iss: rec.Iss, Hop: rec.Hop,
-			Detail: detail, Created: d.now()}); ferr != nil {
-			return nil, errors.Join(fmt.Errorf("delegate: hop %s of %q: %s: %w", rec.Hop, rec.Iss, detail, claimErr),
-				fmt.Errorf("delegate: hop %s of %q: raising its unknown-outcome flag failed: %w", rec.Hop, rec.Iss, ferr))
+		if ferr := d.raiseDetached(ctx, store.FlagUnknownOutcome, rec.Iss, rec.Hop, detail); ferr != nil {
+			return nil, errors.Join(fmt.Errorf("delegate: hop %s of %q: %s: %w", rec.Hop, rec.Iss, detail, claimErr), ferr)
 		}
 		return nil, fmt.Errorf("delegate: hop %s of %q: %s: %w", rec.Hop, rec.Iss, detail, claimErr)
 	}
@@ -378,12 +445,23 @@ func (d *Delegate) seen(ctx context.Context, a *Answer, r *store.Record, offer h
 // reason equivocation; taken and running -> stop if possible, and the
 // outcome, once known, says so; terminal -> no new status. Every case is
 // flagged to the operator. It returns the hop's record as it now stands.
-func (d *Delegate) equivocation(ctx context.Context, r *store.Record, second handoff.Element) (*store.Record, error) {
+func (d *Delegate) equivocation(ctx context.Context, r *store.Record, second handoff.Element) (_ *store.Record, err error) {
 	if err := d.cfg.Store.MarkEquivocated(ctx, r.Iss, r.Hop); err != nil {
 		return r, err
 	}
 	r.Equivocated = true
+	iss, hop := r.Iss, r.Hop
 	detail := fmt.Sprintf("second offer %s for a hop first seen as offer %s (state %s)", second.Digest(), r.Digest, r.State)
+	// Flagged on every path once marked: a failure below (signing, the
+	// store) must not leave an equivocation nobody was told of.
+	defer func() {
+		if err != nil {
+			detail += fmt.Sprintf("; handling it failed: %v", err)
+		}
+		if ferr := d.raiseDetached(ctx, store.FlagEquivocation, iss, hop, detail); ferr != nil {
+			err = errors.Join(err, ferr)
+		}
+	}()
 	rejected := false
 	// Twice at most: a Received hop that another caller decided meanwhile
 	// (Accept, Reject, an outcome) is handled in the state it reached.
@@ -402,7 +480,7 @@ func (d *Delegate) equivocation(ctx context.Context, r *store.Record, second han
 		now := d.now()
 		err = d.cfg.Store.Transition(ctx, r.Iss, r.Hop, store.Received, store.Rejected, st.Octets, st.Form, now)
 		if errors.Is(err, store.ErrConflict) {
-			if r, err = d.cfg.Store.Get(ctx, r.Iss, r.Hop); err != nil {
+			if r, err = d.cfg.Store.Get(ctx, iss, hop); err != nil {
 				return nil, err
 			}
 			detail += fmt.Sprintf("; decided meanwhile: %s", r.State)
@@ -425,11 +503,28 @@ func (d *Delegate) equivocation(ctx context.Context, r *store.Record, second han
 	case !rejected:
 		detail += "; the first already has its terminal status"
 	}
-	_, err := d.cfg.Store.Raise(ctx, store.Flag{Kind: store.FlagEquivocation, Iss: r.Iss, Hop: r.Hop, Detail: detail, Created: d.now()})
-	return r, err
+	return r, nil
 }
 
 func (d *Delegate) skew() time.Duration { return handoff.EffectiveSkew(d.cfg.Options.Skew) }
+
+// raise flags the hop to the operator; its error names the hop.
+func (d *Delegate) raise(ctx context.Context, kind, iss, hop, detail string) (int64, error) {
+	id, err := d.cfg.Store.Raise(ctx, store.Flag{Kind: kind, Iss: iss, Hop: hop, Detail: detail, Created: d.now()})
+	if err != nil {
+		return 0, store.HopError(fmt.Errorf("delegate: raising a %s flag: %w", kind, err), iss, hop)
+	}
+	return id, nil
+}
+
+// raiseDetached is raise on a fresh bounded context, for a flag that must
+// be raised although the caller's ctx has ended or timed out.
+func (d *Delegate) raiseDetached(ctx context.Context, kind, iss, hop, detail string) error {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), reread)
+	defer cancel()
+	_, err := d.raise(rctx, kind, iss, hop, detail)
+	return err
+}
 
 // sign makes a status for offer o (whose handoff digest is dg), from this
 // delegate to the delegator.
@@ -492,36 +587,54 @@ func (d *Delegate) decide(ctx context.Context, iss, hop string, to store.State, 
 	if err != nil {
 		return nil, err
 	}
-	if r.State != store.Received {
-		return nil, store.HopError(fmt.Errorf("%w: the hop is already %s", store.ErrConflict, r.State), iss, hop)
-	}
-	o, err := recordedOffer(r)
-	if err != nil {
-		return nil, err
-	}
-	if to == store.Accepted && (r.Canceled || r.Equivocated) {
-		// Not taken. An equivocated hop neither taken nor answered gets
-		// "rejected" with reason equivocation (draft "Forks, Concurrency,
-		// and Equivocation"); that comes first when it was canceled too.
-		reason, detail := handoff.ReasonPolicy, "canceled by the delegator before the work was accepted"
-		if r.Equivocated {
-			reason, detail = handoff.ReasonEquivocation, "a second, different offer for this hop was seen before the work was accepted"
+	var st *handoff.Element
+	target, rsn := to, reason
+	// The move is conditional on the equivocation mark (TransitionIf): a
+	// status signed before a mark is never stored after it. Refused, it is
+	// signed again for the hop as it now stands; the mark is only ever
+	// set, so once is enough.
+	for retried := false; ; retried = true {
+		if r.State != store.Received {
+			return nil, store.HopError(fmt.Errorf("%w: the hop is already %s", store.ErrConflict, r.State), iss, hop)
 		}
-		st, err := d.sign(o, r.Digest, handoff.StateRejected, reason, detail, nil)
+		o, err := recordedOffer(r)
 		if err != nil {
 			return nil, err
 		}
-		if err := d.cfg.Store.Transition(ctx, iss, hop, store.Received, store.Rejected, st.Octets, st.Form, d.now()); err != nil {
+		var detail string
+		target, rsn = to, reason
+		switch {
+		case r.Equivocated:
+			// Neither taken nor answered: "rejected" with reason
+			// equivocation (draft "Forks, Concurrency, and Equivocation"),
+			// whatever was asked; it comes first when canceled too.
+			target, rsn = store.Rejected, handoff.ReasonEquivocation
+			detail = "a second, different offer for this hop was seen before the work was accepted"
+		case to == store.Accepted && r.Canceled:
+			// Never accepted once canceled (Lifecycle: offered -> canceled).
+			target, rsn, detail = store.Rejected, handoff.ReasonPolicy, "canceled by the delegator before the work was accepted"
+		}
+		if st, err = d.sign(o, r.Digest, handoff.State(target), rsn, detail, nil); err != nil {
 			return nil, err
 		}
-		return st, notTaken(r, fmt.Sprintf("it is rejected with reason %s", reason), iss, hop)
+		err = d.cfg.Store.TransitionIf(ctx, iss, hop, store.Received, target, r.Equivocated, st.Octets, st.Form, d.now())
+		if err == nil {
+			break
+		}
+		if retried || r.Equivocated || !errors.Is(err, store.ErrConflict) {
+			return nil, err
+		}
+		now, gerr := d.cfg.Store.Get(ctx, iss, hop)
+		if gerr != nil {
+			return nil, errors.Join(err, gerr)
+		}
+		if now.State != store.Received || !now.Equivocated {
+			return nil, err // decided by another caller meanwhile
+		}
+		r = now
 	}
-	st, err := d.sign(o, r.Digest, handoff.State(to), reason, "", nil)
-	if err != nil {
-		return nil, err
-	}
-	if err := d.cfg.Store.Transition(ctx, iss, hop, store.Received, to, st.Octets, st.Form, d.now()); err != nil {
-		return nil, err
+	if to == store.Accepted && target != to {
+		return st, notTaken(r, fmt.Sprintf("it is rejected with reason %s", rsn), iss, hop)
 	}
 	if to != store.Accepted {
 		return st, nil
@@ -536,17 +649,9 @@ func (d *Delegate) decide(ctx context.Context, iss, hop string, to store.State, 
 	if r, err = d.cfg.Store.Get(ctx, iss, hop); err != nil || !(r.Canceled || r.Equivocated) || r.State != store.Accepted {
 		return st, nil
 	}
-	failed, r, err := d.conclude(ctx, r, func(r *store.Record) Outcome {
-		// status gives a failed equivocated hop reason equivocation.
-		out := Outcome{State: store.Failed, Reason: handoff.ReasonPolicy, NoEffect: true,
-			Detail: "canceled by the delegator before the work began"}
-		if r.Equivocated {
-			out.Detail = "a second, different offer for this hop arrived as the work was accepted; the work never began"
-		}
-		return out
-	})
+	failed, r, err := d.conclude(ctx, r, canceledBeforeWork)
 	if err != nil {
-		return nil, err
+		return nil, d.notBegun(ctx, r, err)
 	}
 	return failed, notTaken(r, "it was recorded failed as it was accepted (no effect)", iss, hop)
 }
@@ -724,7 +829,7 @@ func (d *Delegate) Unknown(ctx context.Context, iss, hop, why string) error {
 	if r.State != store.Accepted {
 		return store.HopError(fmt.Errorf("%w: an unknown outcome is for an accepted hop; the hop is %s", store.ErrConflict, r.State), iss, hop)
 	}
-	_, err = d.cfg.Store.Raise(ctx, store.Flag{Kind: store.FlagUnknownOutcome, Iss: iss, Hop: hop, Detail: why, Created: d.now()})
+	_, err = d.raise(ctx, store.FlagUnknownOutcome, iss, hop, why)
 	return err
 }
 
@@ -788,8 +893,7 @@ func (d *Delegate) Recover(ctx context.Context) (int, error) {
 			if r.Canceled {
 				detail += " (the delegator canceled it; a cancel does not show the work took no effect)"
 			}
-			if _, err := d.cfg.Store.Raise(ctx, store.Flag{Kind: store.FlagUnknownOutcome, Iss: r.Iss, Hop: r.Hop,
-				Detail: detail, Created: d.now()}); err != nil {
+			if _, err := d.raise(ctx, store.FlagUnknownOutcome, r.Iss, r.Hop, detail); err != nil {
 				return n, err
 			}
 			flagged[k] = true
@@ -814,10 +918,26 @@ func (d *Delegate) Recover(ctx context.Context) (int, error) {
 func (d *Delegate) Cancel(ctx context.Context, status handoff.Element, iss, hop string) (*store.Record, error) {
 	r, err := d.cfg.Store.Get(ctx, iss, hop)
 	if errors.Is(err, store.ErrNotFound) {
-		if herr := d.hold(status); herr != nil {
+		k, herr := d.hold(status)
+		if herr != nil {
 			return nil, fmt.Errorf("%w; the cancel is not held: %v", err, herr)
 		}
-		return nil, fmt.Errorf("%w; the cancel is held until its offer arrives", err)
+		// The offer's claim may have committed since the read above, and
+		// looked for held cancels before this one was held: read again
+		// (see afterClaim). Whichever takes the held cancel out applies it.
+		r, err = d.cfg.Store.Get(ctx, iss, hop)
+		if errors.Is(err, store.ErrNotFound) {
+			return nil, fmt.Errorf("%w; the cancel is held until its offer arrives", err)
+		}
+		if err != nil {
+			return nil, store.HopError(fmt.Errorf("delegate: the cancel is held; reading the hop again: %w", err), iss, hop)
+		}
+		if !d.takeHeld(k) || r.Canceled {
+			// The claim took it and applies it, or recorded the hop
+			// rejected as canceled already.
+			r.Canceled = true
+			return r, nil
+		}
 	}
 	if err != nil {
 		return nil, err
@@ -830,23 +950,35 @@ func (d *Delegate) Cancel(ctx context.Context, status handoff.Element, iss, hop 
 	if vs.Status.State != handoff.StateCanceled {
 		return nil, store.HopError(fmt.Errorf("delegate: the status is %q, not canceled", vs.Status.State), iss, hop)
 	}
+	return d.canceled(ctx, r)
+}
+
+// canceled notes a verified cancel on the hop recorded as r and asks its
+// work to stop.
+func (d *Delegate) canceled(ctx context.Context, r *store.Record) (*store.Record, error) {
+	iss, hop := r.Iss, r.Hop
 	if err := d.cfg.Store.MarkCanceled(ctx, iss, hop); err != nil {
 		return nil, err
 	}
 	// Read the state after the mark: an Accept racing this cancel either
 	// sees the mark (and does not start the work) or moved the hop to
-	// "accepted" before this read (and the work is stopped here).
-	if now, err := d.cfg.Store.Get(ctx, iss, hop); err == nil {
+	// "accepted" before this read (and the work is stopped here). If the
+	// read fails, the hop may have been accepted since the first read:
+	// Stop is asked unless that read found it terminal.
+	now, err := d.cfg.Store.Get(ctx, iss, hop)
+	if err == nil {
 		r = now
 	}
-	if r.State == store.Accepted && d.cfg.Stop != nil {
+	if d.cfg.Stop != nil && (r.State == store.Accepted || err != nil && !r.State.Terminal()) {
 		d.cfg.Stop(iss, hop)
 	}
 	if r.State.Terminal() {
 		// "canceled" and the delegate's terminal status crossed in flight:
-		// each side keeps its first terminal state; make it visible.
-		if _, err := d.cfg.Store.Raise(ctx, store.Flag{Kind: store.FlagConflictingInputs, Iss: iss, Hop: hop, Created: d.now(),
-			Detail: fmt.Sprintf("a valid cancel arrived for a hop already %s; the delegator may not have seen that status", r.State)}); err != nil {
+		// each side keeps its first terminal state; make it visible. (A
+		// cancel asked again is flagged again: each delivery is an input
+		// the delegator sent without knowing the outcome.)
+		if _, err := d.raise(ctx, store.FlagConflictingInputs, iss, hop,
+			fmt.Sprintf("a valid cancel arrived for a hop already %s; the delegator may not have seen that status", r.State)); err != nil {
 			return nil, err
 		}
 	}
@@ -859,14 +991,14 @@ func (d *Delegate) Cancel(ctx context.Context, status handoff.Element, iss, hop 
 // bound to its iss is held (the rest of D9 waits for the offer), at most
 // maxHeldPerIss per iss and maxHeld in all; when full, the expired go
 // first, then the oldest of that iss (or, when the total is the bound, the
-// oldest of all). It reports whether the cancel is held.
-func (d *Delegate) hold(status handoff.Element) error {
+// oldest of all). It returns the held cancel's key, or why it is not held.
+func (d *Delegate) hold(status handoff.Element) (string, error) {
 	_, st, err := handoff.UnsafeDecode(status)
 	if err != nil || st == nil || st.State != handoff.StateCanceled {
-		return fmt.Errorf("not a canceled status: %v", err)
+		return "", fmt.Errorf("not a canceled status: %v", err)
 	}
 	if _, err := handoff.VerifyElement(status, d.cfg.Options.Keys); err != nil {
-		return err
+		return "", err
 	}
 	life := d.cfg.Options.MaxLifetime
 	if life <= 0 {
@@ -900,7 +1032,7 @@ func (d *Delegate) hold(status handoff.Element) error {
 	d.heldSeq++
 	d.held[k] = heldCancel{status: status, iss: st.Iss, until: now.Add(life + 2*d.skew()), seq: d.heldSeq}
 	d.heldIss[st.Iss]++
-	return nil
+	return k, nil
 }
 
 // heldKey names a held cancel by its iss and the offer digest it names:
@@ -919,27 +1051,50 @@ func (d *Delegate) dropHeld(k string, h heldCancel) {
 	}
 }
 
-// heldFor reports whether a held cancel from iss, the offer's iss,
-// verifies against offer (D9:
-// signed by offer.iss, addressed to offer.aud, naming this offer), and
-// forgets it either way.
-func (d *Delegate) heldFor(iss string, offer handoff.Element, dg handoff.Digest) bool {
+// heldFor looks for a held cancel from iss, the offer's iss, that
+// verifies against offer (D9: signed by offer.iss, addressed to
+// offer.aud, naming this offer, whose handoff digest is dg). It returns
+// its key and whether there is one, and leaves it held: it is taken out
+// (takeHeld) only once the hop's record says so, so that a claim that
+// fails, or an offer delivered twice at once, does not lose it. One that
+// has expired or does not verify is dropped.
+func (d *Delegate) heldFor(iss string, offer handoff.Element, dg handoff.Digest) (string, bool) {
 	d.mu.Lock()
 	if len(d.held) == 0 {
 		d.mu.Unlock()
-		return false
+		return "", false
 	}
 	k := heldKey(iss, dg)
+	h, ok := d.held[k]
+	d.mu.Unlock()
+	if !ok {
+		return k, false
+	}
+	if !d.now().After(h.until) {
+		vs, err := handoff.VerifyStatus(h.status, offer, handoff.StatusOptions{Keys: d.cfg.Options.Keys, Now: d.now, Skew: d.cfg.Options.Skew})
+		if err == nil && vs.Status.State == handoff.StateCanceled {
+			return k, true
+		}
+	}
+	d.mu.Lock()
+	if cur, ok := d.held[k]; ok && cur.seq == h.seq {
+		d.dropHeld(k, cur)
+	}
+	d.mu.Unlock()
+	return k, false
+}
+
+// takeHeld takes the cancel held under k out, and reports whether this
+// call did: of the callers racing on one held cancel, exactly one applies
+// it.
+func (d *Delegate) takeHeld(k string) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
 	h, ok := d.held[k]
 	if ok {
 		d.dropHeld(k, h)
 	}
-	d.mu.Unlock()
-	if !ok || d.now().After(h.until) {
-		return false
-	}
-	vs, err := handoff.VerifyStatus(h.status, offer, handoff.StatusOptions{Keys: d.cfg.Options.Keys, Now: d.now, Skew: d.cfg.Options.Skew})
-	return err == nil && vs.Status.State == handoff.StateCanceled
+	return ok
 }
 
 // Sweep removes the records that may go now (see store.Store.Sweep). It
@@ -1020,8 +1175,7 @@ func (d *Delegate) Release(ctx context.Context, iss, hop, why string) error {
 	if closed {
 		return nil
 	}
-	id, err := d.cfg.Store.Raise(ctx, store.Flag{Kind: store.FlagUnknownOutcome, Iss: iss, Hop: hop, Created: now,
-		Detail: "released by the operator with no open flag"})
+	id, err := d.raise(ctx, store.FlagUnknownOutcome, iss, hop, "released by the operator with no open flag")
 	if err != nil {
 		return err
 	}

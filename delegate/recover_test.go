@@ -205,6 +205,15 @@ func (c cancelOnAccept) Transition(ctx context.Context, iss, hop string, from, t
 	return c.Store.Transition(ctx, iss, hop, from, to, status, form, now)
 }
 
+func (c cancelOnAccept) TransitionIf(ctx context.Context, iss, hop string, from, to store.State, eq bool, status []byte, form handoff.Form, now time.Time) error {
+	if from == store.Received && to == store.Accepted {
+		if err := c.Store.MarkCanceled(ctx, iss, hop); err != nil {
+			return err
+		}
+	}
+	return c.Store.TransitionIf(ctx, iss, hop, from, to, eq, status, form, now)
+}
+
 // Lifecycle: a hop the delegator canceled is never accepted. Accept of a
 // deferred hop after a valid cancel rejects it with reason policy (as an
 // offer overtaken by its cancel is); a cancel that lands as the hop is

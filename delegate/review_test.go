@@ -55,7 +55,14 @@ type onAccept struct {
 }
 
 func (x *onAccept) Transition(ctx context.Context, iss, hop string, from, to store.State, status []byte, form handoff.Form, now time.Time) error {
-	err := x.Store.Transition(ctx, iss, hop, from, to, status, form, now)
+	return x.after(x.Store.Transition(ctx, iss, hop, from, to, status, form, now), from, to)
+}
+
+func (x *onAccept) TransitionIf(ctx context.Context, iss, hop string, from, to store.State, eq bool, status []byte, form handoff.Form, now time.Time) error {
+	return x.after(x.Store.TransitionIf(ctx, iss, hop, from, to, eq, status, form, now), from, to)
+}
+
+func (x *onAccept) after(err error, from, to store.State) error {
 	if err == nil && from == store.Received && to == store.Accepted && x.hook != nil {
 		h := x.hook
 		x.hook = nil
@@ -278,7 +285,14 @@ type crossAccept struct {
 }
 
 func (x *crossAccept) Transition(ctx context.Context, iss, hop string, from, to store.State, status []byte, form handoff.Form, now time.Time) error {
-	err := x.Store.Transition(ctx, iss, hop, from, to, status, form, now)
+	return x.after(x.Store.Transition(ctx, iss, hop, from, to, status, form, now), from, to)
+}
+
+func (x *crossAccept) TransitionIf(ctx context.Context, iss, hop string, from, to store.State, eq bool, status []byte, form handoff.Form, now time.Time) error {
+	return x.after(x.Store.TransitionIf(ctx, iss, hop, from, to, eq, status, form, now), from, to)
+}
+
+func (x *crossAccept) after(err error, from, to store.State) error {
 	if from == store.Received && to == store.Accepted {
 		close(x.accepted)
 		<-x.marked
@@ -440,4 +454,296 @@ func TestErrorsNameIssAndHop(t *testing.T) {
 	cancel()
 	_, _, err = sq.Claim(gone, &store.Record{Iss: o.Iss, Hop: o.Hop, Digest: handoff.DigestOf(b), Offer: b, State: store.Received})
 	named("Claim with an ended context", err, context.Canceled)
+}
+
+// failClaimOnce is a real store whose first claim fails before writing
+// anything (a connection reset before the statement ran).
+type failClaimOnce struct {
+	store.Store
+	failed bool
+}
+
+func (x *failClaimOnce) Claim(ctx context.Context, r *store.Record) (*store.Record, bool, error) {
+	if !x.failed {
+		x.failed = true
+		return nil, false, errReset
+	}
+	return x.Store.Claim(ctx, r)
+}
+
+// duringClaim is a real store that runs hook inside a claim: before the
+// record is written, or (commitFirst) once it is, the claim then
+// returning what the write returned.
+type duringClaim struct {
+	store.Store
+	hook        func()
+	commitFirst bool
+}
+
+func (x *duringClaim) Claim(ctx context.Context, r *store.Record) (*store.Record, bool, error) {
+	h := x.hook
+	x.hook = nil
+	if h == nil {
+		return x.Store.Claim(ctx, r)
+	}
+	if !x.commitFirst {
+		h()
+		return x.Store.Claim(ctx, r)
+	}
+	got, stored, err := x.Store.Claim(ctx, r)
+	h()
+	return got, stored, err
+}
+
+// claimDuringCancel is a real store in which a claim runs cancel before
+// writing, and the write lands when that cancel reads the hop a second
+// time (after holding the cancel, having found no record the first time).
+type claimDuringCancel struct {
+	store.Store
+	cancel  func()
+	pending *store.Record
+	gets    int
+	got     *store.Record
+	stored  bool
+	err     error
+}
+
+func (x *claimDuringCancel) Claim(ctx context.Context, r *store.Record) (*store.Record, bool, error) {
+	c := x.cancel
+	x.cancel = nil
+	if c == nil {
+		return x.Store.Claim(ctx, r)
+	}
+	x.pending = r
+	c()
+	if x.pending != nil {
+		x.pending = nil
+		return x.Store.Claim(ctx, r)
+	}
+	return x.got, x.stored, x.err
+}
+
+func (x *claimDuringCancel) Get(ctx context.Context, iss, hop string) (*store.Record, error) {
+	if r := x.pending; r != nil {
+		if x.gets++; x.gets == 2 {
+			x.pending = nil
+			x.got, x.stored, x.err = x.Store.Claim(ctx, r)
+		}
+	}
+	return x.Store.Get(ctx, iss, hop)
+}
+
+// Lifecycle, offered -> canceled: a cancel that overtook its offer is
+// never lost to a race, a failed claim, or the same offer delivered twice
+// at once. The work is not taken, or (when the cancel was held while the
+// claim committed) its hop is recorded failed with no effect before it
+// was handed out, or it is stopped before it begins.
+func TestHeldCancelNeverLost(t *testing.T) {
+	ctx := context.Background()
+	wantCanceled := func(t *testing.T, mem store.Store, o *handoff.Offer, state store.State) {
+		t.Helper()
+		r, err := mem.Get(ctx, o.Iss, o.Hop)
+		if err != nil || !r.Canceled || r.State != state {
+			t.Fatalf("record %+v, %v; want %s and canceled", r, err, state)
+		}
+	}
+	t.Run("the claim fails: the cancel stays held for the offer asked again", func(t *testing.T) {
+		w := newWorld(t)
+		mem := w.freshStore()
+		d := w.delegate(&failClaimOnce{Store: mem}, nil)
+		b, o := w.offer("")
+		if _, err := d.Cancel(ctx, cancelStatus(t, w, b), o.Iss, o.Hop); !errors.Is(err, store.ErrNotFound) {
+			t.Fatalf("early cancel: %v", err)
+		}
+		if _, err := d.Receive(ctx, b, "ctx", true); !errors.Is(err, errReset) {
+			t.Fatalf("first delivery: %v; want the claim's error", err)
+		}
+		a, err := d.Receive(ctx, b, "ctx", true)
+		if err != nil || a.Take || a.Outcome != handoff.Rejected || statusOf(t, w, a.Status, b).Reason != handoff.ReasonPolicy {
+			t.Fatalf("asked again: %+v, %v; want rejected policy, not taken", a, err)
+		}
+		wantCanceled(t, mem, o, store.Rejected)
+	})
+	t.Run("the cancel is held while the claim commits: failed, no effect, not taken", func(t *testing.T) {
+		w := newWorld(t)
+		mem := w.freshStore()
+		s := &duringClaim{Store: mem}
+		stops := 0
+		d := w.delegate(s, func(c *delegate.Config) { c.Stop = func(string, string) { stops++ } })
+		b, o := w.offer("")
+		s.hook = func() {
+			if _, err := d.Cancel(ctx, cancelStatus(t, w, b), o.Iss, o.Hop); !errors.Is(err, store.ErrNotFound) {
+				t.Errorf("cancel before the claim's write: %v; want held", err)
+			}
+		}
+		a, err := d.Receive(ctx, b, "ctx", true)
+		if err != nil || a.Take || a.Status == nil {
+			t.Fatalf("Receive: %+v, %v; want not taken, with a status", a, err)
+		}
+		st := statusOf(t, w, a.Status, b)
+		if st.State != handoff.StateFailed || len(st.Refs) != 0 {
+			t.Fatalf("status %+v; want failed with no refs (no effect)", st)
+		}
+		wantCanceled(t, mem, o, store.Failed)
+		if stops != 0 {
+			t.Fatalf("Stop called %d times for work never handed out", stops)
+		}
+		if flags, err := d.Flags(ctx, false); err != nil || len(flags) != 0 {
+			t.Fatalf("flags %+v, %v; want none (nothing crossed: the work was never handed out)", flags, err)
+		}
+	})
+	t.Run("the claim commits while the cancel is held: the cancel applies it, Stop comes first", func(t *testing.T) {
+		w := newWorld(t)
+		mem := w.freshStore()
+		s := &claimDuringCancel{Store: mem}
+		var stopped []string
+		d := w.delegate(s, func(c *delegate.Config) { c.Stop = func(_, hop string) { stopped = append(stopped, hop) } })
+		b, o := w.offer("")
+		s.cancel = func() {
+			r, err := d.Cancel(ctx, cancelStatus(t, w, b), o.Iss, o.Hop)
+			if err != nil || !r.Canceled || r.State != store.Accepted {
+				t.Errorf("Cancel: %+v, %v; want the hop found accepted and canceled", r, err)
+			}
+		}
+		a, err := d.Receive(ctx, b, "ctx", true)
+		if err != nil || !a.Take {
+			t.Fatalf("Receive: %+v, %v; want taken (the cancel applied itself to the record)", a, err)
+		}
+		if len(stopped) != 1 || stopped[0] != o.Hop {
+			t.Fatalf("Stop calls %v; want one for the hop, before the work begins", stopped)
+		}
+		wantCanceled(t, mem, o, store.Accepted)
+	})
+	t.Run("the offer delivered twice at once: the second delivery does not take it", func(t *testing.T) {
+		w := newWorld(t)
+		mem := w.freshStore()
+		s := &duringClaim{Store: mem}
+		d := w.delegate(s, nil)
+		b, o := w.offer("")
+		if _, err := d.Cancel(ctx, cancelStatus(t, w, b), o.Iss, o.Hop); !errors.Is(err, store.ErrNotFound) {
+			t.Fatalf("early cancel: %v", err)
+		}
+		var second *delegate.Answer
+		s.hook = func() {
+			var err error
+			if second, err = d.Receive(ctx, b, "ctx", true); err != nil {
+				t.Errorf("second delivery: %v", err)
+			}
+		}
+		first, err := d.Receive(ctx, b, "ctx", true)
+		if err != nil || first.Take || second == nil || second.Take {
+			t.Fatalf("deliveries %+v, %+v, %v; want neither taken", first, second, err)
+		}
+		wantCanceled(t, mem, o, store.Rejected)
+	})
+}
+
+// acceptThenFail is a real store in which a cancel's mark lands right
+// after a deferred hop is moved to "accepted", and recording its "failed"
+// then fails.
+type acceptThenFail struct{ store.Store }
+
+func (x acceptThenFail) TransitionIf(ctx context.Context, iss, hop string, from, to store.State, eq bool, status []byte, form handoff.Form, now time.Time) error {
+	if to == store.Failed {
+		return errReset
+	}
+	err := x.Store.TransitionIf(ctx, iss, hop, from, to, eq, status, form, now)
+	if err == nil && to == store.Accepted {
+		err = x.Store.MarkCanceled(ctx, iss, hop)
+	}
+	return err
+}
+
+// Knowing the Outcome: a hop accepted as it was canceled, whose "failed"
+// (no effect) cannot be recorded, stays "accepted" with nobody working on
+// it, so it is flagged unknown outcome, and Accept still says not to do
+// the work.
+func TestAcceptCanceledFailureFlagged(t *testing.T) {
+	ctx := context.Background()
+	w := newWorld(t)
+	mem := w.freshStore()
+	d := w.delegate(acceptThenFail{mem}, func(c *delegate.Config) { c.Defer = true })
+	b, o := w.offer("")
+	if _, err := d.Receive(ctx, b, "ctx", true); err != nil {
+		t.Fatal(err)
+	}
+	_, err := d.Accept(ctx, o.Iss, o.Hop)
+	if !errors.Is(err, delegate.ErrCanceled) || !errors.Is(err, errReset) || !strings.Contains(err.Error(), o.Hop) {
+		t.Fatalf("Accept = %v; want ErrCanceled and the store's error, naming the hop", err)
+	}
+	if r, _ := mem.Get(ctx, o.Iss, o.Hop); r.State != store.Accepted {
+		t.Fatalf("record %s; want still accepted", r.State)
+	}
+	flags, err := d.Flags(ctx, false)
+	if err != nil || len(flags) != 1 || flags[0].Kind != store.FlagUnknownOutcome || flags[0].Hop != o.Hop {
+		t.Fatalf("flags %+v, %v; want one unknown outcome for the hop", flags, err)
+	}
+}
+
+// failRejected is a real store whose moves to "rejected" fail.
+type failRejected struct{ store.Store }
+
+func (x failRejected) Transition(ctx context.Context, iss, hop string, from, to store.State, status []byte, form handoff.Form, now time.Time) error {
+	if to == store.Rejected {
+		return errReset
+	}
+	return x.Store.Transition(ctx, iss, hop, from, to, status, form, now)
+}
+
+// "Forks, Concurrency, and Equivocation": every equivocation is flagged,
+// even when rejecting the first offer then fails.
+func TestEquivocationFlaggedWhenHandlingFails(t *testing.T) {
+	ctx := context.Background()
+	w := newWorld(t)
+	mem := w.freshStore()
+	d := w.delegate(failRejected{mem}, func(c *delegate.Config) { c.Defer = true })
+	b, o := w.offer("")
+	if _, err := d.Receive(ctx, b, "ctx", true); err != nil {
+		t.Fatal(err)
+	}
+	b2, _ := w.offer(o.Hop)
+	if _, err := d.Receive(ctx, b2, "ctx", true); !errors.Is(err, errReset) {
+		t.Fatalf("second offer: %v; want the store's error", err)
+	}
+	flags, err := d.Flags(ctx, false)
+	if err != nil || len(flags) != 1 || flags[0].Kind != store.FlagEquivocation || !strings.Contains(flags[0].Detail, "failed") {
+		t.Fatalf("flags %+v, %v; want one equivocation flag saying its handling failed", flags, err)
+	}
+}
+
+// markBeforeReject is a real store in which a second offer's mark lands
+// just before the application's Reject is stored.
+type markBeforeReject struct{ store.Store }
+
+func (x markBeforeReject) TransitionIf(ctx context.Context, iss, hop string, from, to store.State, eq bool, status []byte, form handoff.Form, now time.Time) error {
+	if to == store.Rejected && !eq {
+		if err := x.Store.MarkEquivocated(ctx, iss, hop); err != nil {
+			return err
+		}
+	}
+	return x.Store.TransitionIf(ctx, iss, hop, from, to, eq, status, form, now)
+}
+
+// "Forks, Concurrency, and Equivocation": a hop not yet taken whose offer
+// was equivocated is rejected with reason equivocation, even by a Reject
+// signed for another reason just before the mark.
+func TestRejectRacesEquivocation(t *testing.T) {
+	ctx := context.Background()
+	w := newWorld(t)
+	mem := w.freshStore()
+	d := w.delegate(markBeforeReject{mem}, func(c *delegate.Config) { c.Defer = true })
+	b, o := w.offer("")
+	if _, err := d.Receive(ctx, b, "ctx", true); err != nil {
+		t.Fatal(err)
+	}
+	st, err := d.Reject(ctx, o.Iss, o.Hop, handoff.ReasonPolicy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := statusOf(t, w, st, b); got.State != handoff.StateRejected || got.Reason != handoff.ReasonEquivocation {
+		t.Fatalf("status %+v; want rejected, reason equivocation", got)
+	}
+	if r, _ := mem.Get(ctx, o.Iss, o.Hop); r.State != store.Rejected || !bytes.Equal(r.Status, st.Octets) {
+		t.Fatalf("record %+v; want rejected with the status returned", r)
+	}
 }
