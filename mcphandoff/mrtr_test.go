@@ -130,12 +130,16 @@ func TestMultiRoundTripCanceledBetweenRounds(t *testing.T) {
 	var hopID string
 	cs, _ = e.connectAsking(t, hc, "", func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
 		// Between the rounds: the delegator cancels, and answers only
-		// once the delegate has recorded the cancel.
+		// once the cancel has landed: recorded, the work's context
+		// canceled, the hop flagged (the flag is the middleware's last
+		// step). Waiting for the record's mark alone raced the middleware's
+		// stop under load: the answer could reach the SDK's round loop
+		// before the work's context was canceled.
 		if _, err := hc.Cancel(ctx, cs, hopID); err != nil {
 			t.Error(err)
 		}
 		for i := 0; i < 500; i++ {
-			if rec, err := e.dstore.Get(ctx, planner, hopID); err == nil && rec.Canceled {
+			if flags, err := e.d.Flags(ctx, false); err == nil && len(flags) > 0 {
 				break
 			}
 			time.Sleep(10 * time.Millisecond)
