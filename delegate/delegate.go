@@ -73,7 +73,14 @@ type Delegate struct {
 	held    map[string]heldCancel // cancels that arrived before their offer, by heldKey
 	heldIss map[string]int        // how many are held per status iss
 	heldSeq uint64
+	claimed map[string]string // hop of each offer claimed here lately, by heldKey
+	order   []string          // claimed's keys, oldest first (a ring of maxClaimed)
+	next    int
 }
+
+// maxClaimed bounds the offers whose hop a delegate remembers for a
+// cancel that names only its offer (Cancel with no hop).
+const maxClaimed = 4096
 
 // heldCancel is a "canceled" that overtook its offer. Only its signature
 // can be checked before the offer arrives (D9 binds the offer's digest and
@@ -110,7 +117,7 @@ func New(ctx context.Context, cfg Config) (*Delegate, error) {
 	if err != nil {
 		return nil, err
 	}
-	d := &Delegate{cfg: cfg, held: map[string]heldCancel{}, heldIss: map[string]int{}}
+	d := &Delegate{cfg: cfg, held: map[string]heldCancel{}, heldIss: map[string]int{}, claimed: map[string]string{}}
 	if err := d.setSince(since); err != nil {
 		return nil, err
 	}
@@ -245,10 +252,12 @@ func (d *Delegate) Receive(ctx context.Context, b []byte, dialog string, authent
 				return nil, err
 			}
 		}
-		if a, err = d.claim(ctx, a, o, offer, dg, state, st, authenticated, canceled); err != nil {
-			return nil, err // a held cancel stays held: the offer asked again finds it
+		a2, err := d.claim(ctx, a, o, offer, dg, state, st, authenticated, canceled)
+		if err != nil {
+			return a2, err // a held cancel stays held: the offer asked again finds it
 		}
-		return d.afterClaim(ctx, a, offer, dg, k, canceled)
+		d.recordClaimed(o.Iss, dg, o.Hop)
+		return d.afterClaim(ctx, a2, offer, dg, k, canceled)
 	}
 	return nil, fmt.Errorf("delegate: unexpected outcome %q", res.Outcome)
 }
@@ -310,6 +319,11 @@ func (d *Delegate) afterClaim(ctx context.Context, a *Answer, offer handoff.Elem
 	switch {
 	case r.Canceled:
 		return a, nil // recorded with the cancel (this claim's rejection, or one before it)
+	case !r.Digest.Equal(dg):
+		// The hop is recorded with another offer (this one is its
+		// equivocation): the cancel names this one, and D9 binds a cancel
+		// to the offer it names, so it does not apply to that record.
+		return a, nil
 	case a.Take:
 		r.Canceled = true // this record copy, for notBegun's error too
 		if err := d.cfg.Store.MarkCanceled(ctx, r.Iss, r.Hop); err != nil {
@@ -319,7 +333,13 @@ func (d *Delegate) afterClaim(ctx context.Context, a *Answer, offer handoff.Elem
 		if err != nil {
 			return nil, d.notBegun(ctx, r, err)
 		}
-		a.Take, a.Status, a.Record = false, failed, r
+		// Answered as a refusal, so that a host sends the status and
+		// runs nothing: the offer passed its checks, but the delegator
+		// had canceled it before its work could begin.
+		why := errors.New("canceled by the delegator as the offer was recorded; the work never began")
+		a.Outcome, a.Take, a.Status, a.Record = handoff.Rejected, false, failed, r
+		a.Result.Outcome, a.Result.Reason = handoff.Rejected, handoff.ReasonPolicy
+		a.Result.Err = &handoff.CheckError{Reason: handoff.ReasonPolicy, Hop: r.Hop, Index: handoff.OfferIndex, Err: why}
 		return a, nil
 	}
 	r, err := d.canceled(ctx, r)
@@ -687,7 +707,8 @@ func recordedOffer(r *store.Record) (*handoff.Offer, error) {
 // is signed again for the hop as it now stands (a "failed" then carries
 // reason "equivocation", draft "Forks, Concurrency, and Equivocation").
 // The mark is only ever set, so one retry is enough. It returns the
-// status and the record it was signed for.
+// status and the record it was signed for, as moved when the move was
+// made.
 func (d *Delegate) conclude(ctx context.Context, r *store.Record, out func(*store.Record) Outcome) (*handoff.Element, *store.Record, error) {
 	for retried := false; ; retried = true {
 		o := out(r)
@@ -695,18 +716,24 @@ func (d *Delegate) conclude(ctx context.Context, r *store.Record, out func(*stor
 		if err != nil {
 			return nil, r, err
 		}
-		err = d.cfg.Store.TransitionIf(ctx, r.Iss, r.Hop, r.State, o.State, r.Equivocated, st.Octets, st.Form, d.now())
-		if err == nil || retried || r.Equivocated || !errors.Is(err, store.ErrConflict) {
+		now := d.now()
+		err = d.cfg.Store.TransitionIf(ctx, r.Iss, r.Hop, r.State, o.State, r.Equivocated, st.Octets, st.Form, now)
+		if err == nil {
+			moved := *r
+			moved.State, moved.Status, moved.StatusForm, moved.Decided = o.State, st.Octets, st.Form, now
+			return st, &moved, nil
+		}
+		if retried || r.Equivocated || !errors.Is(err, store.ErrConflict) {
 			return st, r, err
 		}
-		now, gerr := d.cfg.Store.Get(ctx, r.Iss, r.Hop)
+		cur, gerr := d.cfg.Store.Get(ctx, r.Iss, r.Hop)
 		if gerr != nil {
 			return nil, r, errors.Join(err, gerr)
 		}
-		if now.State != r.State || !now.Equivocated {
+		if cur.State != r.State || !cur.Equivocated {
 			return nil, r, err // decided by another caller meanwhile
 		}
-		r = now
+		r = cur
 	}
 }
 
@@ -924,22 +951,35 @@ func (d *Delegate) Cancel(ctx context.Context, status handoff.Element, iss, hop 
 		}
 		// The offer's claim may have committed since the read above, and
 		// looked for held cancels before this one was held: read again
-		// (see afterClaim). Whichever takes the held cancel out applies it.
+		// (see afterClaim), by the hop the claim noted when the caller
+		// knows only the offer's digest. Whichever takes the held cancel
+		// out applies it.
+		if h, ok := d.claimedHop(k); ok && (hop == "" || hop == h) {
+			hop = h
+		}
+		if hop == "" {
+			return nil, fmt.Errorf("%w; the cancel is held until its offer arrives", err)
+		}
 		r, err = d.cfg.Store.Get(ctx, iss, hop)
 		if errors.Is(err, store.ErrNotFound) {
 			return nil, fmt.Errorf("%w; the cancel is held until its offer arrives", err)
 		}
 		if err != nil {
+			// The claim may have committed past afterClaim's look: the
+			// cancel, whose signature verified, stops the work.
+			if d.cfg.Stop != nil {
+				d.cfg.Stop(iss, hop)
+			}
 			return nil, store.HopError(fmt.Errorf("delegate: the cancel is held; reading the hop again: %w", err), iss, hop)
 		}
-		if !d.takeHeld(k) || r.Canceled {
-			// The claim took it and applies it, or recorded the hop
-			// rejected as canceled already.
-			r.Canceled = true
+		// Taken out here, or by Receive, which applied it or dropped it
+		// as not verifying against the offer: a record already canceled
+		// is left as it is; otherwise the checks below tell.
+		d.takeHeld(k)
+		if r.Canceled {
 			return r, nil
 		}
-	}
-	if err != nil {
+	} else if err != nil {
 		return nil, err
 	}
 	vs, err := handoff.VerifyStatus(status, handoff.Element{Form: r.OfferForm, Octets: r.Offer},
@@ -950,6 +990,7 @@ func (d *Delegate) Cancel(ctx context.Context, status handoff.Element, iss, hop 
 	if vs.Status.State != handoff.StateCanceled {
 		return nil, store.HopError(fmt.Errorf("delegate: the status is %q, not canceled", vs.Status.State), iss, hop)
 	}
+	d.takeHeld(heldKey(vs.Status.Iss, vs.Status.Offer)) // a copy held earlier is applied here
 	return d.canceled(ctx, r)
 }
 
@@ -1082,6 +1123,36 @@ func (d *Delegate) heldFor(iss string, offer handoff.Element, dg handoff.Digest)
 	}
 	d.mu.Unlock()
 	return k, false
+}
+
+// recordClaimed notes the hop of an offer (iss, digest dg) just claimed,
+// before afterClaim looks for a held cancel, so that a Cancel that names
+// no hop (a host that knows only the digest the cancel names) and held
+// its cancel after that look still finds the hop. Bounded: the oldest is
+// forgotten first.
+func (d *Delegate) recordClaimed(iss string, dg handoff.Digest, hop string) {
+	k := heldKey(iss, dg)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if _, ok := d.claimed[k]; ok {
+		return
+	}
+	if len(d.order) < maxClaimed {
+		d.order = append(d.order, k)
+	} else {
+		delete(d.claimed, d.order[d.next])
+		d.order[d.next] = k
+		d.next = (d.next + 1) % maxClaimed
+	}
+	d.claimed[k] = hop
+}
+
+// claimedHop returns the hop recorded by recordClaimed for key k.
+func (d *Delegate) claimedHop(k string) (string, bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	hop, ok := d.claimed[k]
+	return hop, ok
 }
 
 // takeHeld takes the cancel held under k out, and reports whether this

@@ -533,6 +533,23 @@ func (x *claimDuringCancel) Get(ctx context.Context, iss, hop string) (*store.Re
 	return x.Store.Get(ctx, iss, hop)
 }
 
+// commitOnSecondGet is a real store that runs hook just before its second
+// read of a hop (a cancel's read after holding).
+type commitOnSecondGet struct {
+	store.Store
+	gets int
+	hook func()
+}
+
+func (x *commitOnSecondGet) Get(ctx context.Context, iss, hop string) (*store.Record, error) {
+	if x.gets++; x.gets == 2 && x.hook != nil {
+		h := x.hook
+		x.hook = nil
+		h()
+	}
+	return x.Store.Get(ctx, iss, hop)
+}
+
 // Lifecycle, offered -> canceled: a cancel that overtook its offer is
 // never lost to a race, a failed claim, or the same offer delivered twice
 // at once. The work is not taken, or (when the cancel was held while the
@@ -580,6 +597,12 @@ func TestHeldCancelNeverLost(t *testing.T) {
 		if err != nil || a.Take || a.Status == nil {
 			t.Fatalf("Receive: %+v, %v; want not taken, with a status", a, err)
 		}
+		// Answered as a refusal (hosts send the status and run nothing),
+		// with the record as stored.
+		if a.Outcome != handoff.Rejected || a.Result.Outcome != handoff.Rejected || a.Result.Reason != handoff.ReasonPolicy ||
+			a.Record == nil || a.Record.State != store.Failed || !bytes.Equal(a.Record.Status, a.Status.Octets) {
+			t.Fatalf("answer %s (result %s, %s), record %v; want a policy refusal carrying the failed record", a.Outcome, a.Result.Outcome, a.Result.Reason, a.Record != nil && a.Record.State == store.Failed)
+		}
 		st := statusOf(t, w, a.Status, b)
 		if st.State != handoff.StateFailed || len(st.Refs) != 0 {
 			t.Fatalf("status %+v; want failed with no refs (no effect)", st)
@@ -613,6 +636,72 @@ func TestHeldCancelNeverLost(t *testing.T) {
 			t.Fatalf("Stop calls %v; want one for the hop, before the work begins", stopped)
 		}
 		wantCanceled(t, mem, o, store.Accepted)
+	})
+	t.Run("a cancel naming only the offer, after its claim: it finds the hop and stops the work", func(t *testing.T) {
+		w := newWorld(t)
+		mem := w.freshStore()
+		var stopped []string
+		d := w.delegate(mem, func(c *delegate.Config) { c.Stop = func(_, hop string) { stopped = append(stopped, hop) } })
+		b, o := w.offer("")
+		if a, err := d.Receive(ctx, b, "ctx", true); err != nil || !a.Take {
+			t.Fatalf("Receive: %+v, %v; want taken", a, err)
+		}
+		// A host that knows only the digest the cancel names passes no hop.
+		r, err := d.Cancel(ctx, cancelStatus(t, w, b), o.Iss, "")
+		if err != nil || !r.Canceled || r.Hop != o.Hop || len(stopped) != 1 {
+			t.Fatalf("Cancel: %v, Stop calls %v; want the hop found, canceled and stopped", err, stopped)
+		}
+		wantCanceled(t, mem, o, store.Accepted)
+	})
+	t.Run("a held cancel that does not verify is not reported applied", func(t *testing.T) {
+		w := newWorld(t)
+		mem := w.freshStore()
+		g := &commitOnSecondGet{Store: mem}
+		stops := 0
+		d := w.delegate(g, func(c *delegate.Config) { c.Stop = func(string, string) { stops++ } })
+		b, o := w.offer("")
+		h, _ := handoff.ParseHandoff(b, handoff.Limits{})
+		bad, err := w.signers["planner"].SignStatus(&handoff.Status{Offer: h.Offer.Digest(), Iss: "planner", Aud: "someone-else",
+			Iat: w.clock().Unix(), State: handoff.StateCanceled}, handoff.FormJWS)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var a *delegate.Answer
+		g.hook = func() { a, _ = d.Receive(ctx, b, "ctx", true) }
+		if _, err := d.Cancel(ctx, bad, o.Iss, o.Hop); err == nil {
+			t.Fatal("a cancel addressed to another agent was accepted")
+		}
+		if a == nil || !a.Take || stops != 0 {
+			t.Fatalf("Receive %+v, Stop calls %d; want taken, not stopped", a, stops)
+		}
+	})
+	t.Run("a held cancel names one offer: another offer for the hop is not canceled by it", func(t *testing.T) {
+		w := newWorld(t)
+		mem := w.freshStore()
+		s := &duringClaim{Store: mem}
+		d := w.delegate(s, func(c *delegate.Config) { c.Defer = true })
+		bx, o := w.offer("")
+		by, _ := w.offer(o.Hop)
+		if _, err := d.Cancel(ctx, cancelStatus(t, w, bx), o.Iss, o.Hop); !errors.Is(err, store.ErrNotFound) {
+			t.Fatalf("early cancel: %v", err)
+		}
+		s.hook = func() {
+			if _, err := d.Receive(ctx, by, "ctx", true); err != nil {
+				t.Error(err)
+			}
+		}
+		if _, err := d.Receive(ctx, bx, "ctx", true); err != nil {
+			t.Fatal(err)
+		}
+		if r, _ := mem.Get(ctx, o.Iss, o.Hop); r.Canceled {
+			t.Fatalf("record %s, canceled; the other offer's record is canceled by a cancel naming this one", r.State)
+		}
+		flags, _ := d.Flags(ctx, false)
+		for _, f := range flags {
+			if f.Kind != store.FlagEquivocation {
+				t.Fatalf("flag %+v; want only the equivocation", f)
+			}
+		}
 	})
 	t.Run("the offer delivered twice at once: the second delivery does not take it", func(t *testing.T) {
 		w := newWorld(t)
