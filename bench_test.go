@@ -20,13 +20,10 @@ package handoff_test
 // of the same octets is a retransmission that skips steps 3-7. So each
 // Receive benchmark cycles through a pool of distinct pre-signed offers
 // (same content, each its own hop, padded alike) with the real in-process
-// Memory in its steady state, as a long-lived receiver's: one Memory for
-// the whole run, whose own amortized sweep (every 1024 inserts) forgets
-// the pool's pairs just as the pool wraps around, because its clock (used
-// for nothing else) is set past every offer's keepUntil. So the timed cost
-// includes the inserts and the sweep that later deletes them, and not a
-// map growing from empty, which a live memory pays once. Every iteration
-// runs steps 1-6 in full on an offer the memory has not seen (step 7 has no reference check configured), the atomic Remember of
+// Memory, replaced by an empty one each time the pool wraps around (the
+// timed cost of that is the map growing again, as a live memory's does):
+// every iteration runs steps 1-6 in full on an offer the memory has not
+// seen (step 7 has no reference check configured), the atomic Remember of
 // step 4 included. Each iteration checks that the outcome is
 // Accepted and the chain quality the expected one (absent, or full for
 // the chain).
@@ -57,16 +54,21 @@ var benchNow = time.Unix(1767225600, 0)
 const benchReceiver = "https://agents.example.net/executor"
 
 // benchPool is the number of distinct offers a Receive benchmark cycles
-// through: the inserts after which handoff.Memory sweeps, so that the pool's
-// pairs are forgotten as it wraps around (receive checks that they are).
-const benchPool = 1024
+// through before it renews the replay memory.
+const benchPool = 256
 
-// benchMemory is the in-process handoff.Memory of a Receive benchmark. Its
-// clock, which it reads only to sweep, is a day past benchNow, beyond every
-// offer's keepUntil: its sweep, which runs once 1024 pairs were inserted
-// since the last (memory.go), forgets the whole pool.
-func benchMemory() *handoff.Memory {
-	return handoff.NewMemory(func() time.Time { return benchNow.Add(24 * time.Hour) })
+// renewedMemory is the in-process handoff.Memory, replaced by an empty one
+// by renew (when a benchmark's pool of offers wraps around).
+type renewedMemory struct{ m *handoff.Memory }
+
+func (r *renewedMemory) renew() { r.m = handoff.NewMemory(func() time.Time { return benchNow }) }
+
+func (r *renewedMemory) Lookup(ctx context.Context, iss, hop string) (handoff.Digest, bool, error) {
+	return r.m.Lookup(ctx, iss, hop)
+}
+
+func (r *renewedMemory) Remember(ctx context.Context, iss, hop string, offer handoff.Element, d handoff.Digest, keep time.Time) (handoff.Digest, bool, error) {
+	return r.m.Remember(ctx, iss, hop, offer, d, keep)
 }
 
 // benchAgent is one signing agent of a benchmark.
@@ -171,9 +173,10 @@ func signPadded(b *testing.B, s *handoff.Signer, o *handoff.Offer, f handoff.For
 	return handoff.Element{}
 }
 
-func benchReceiverFor(b *testing.B, cfg *trust.Config) (*handoff.Receiver, *handoff.Memory) {
+func benchReceiverFor(b *testing.B, cfg *trust.Config) (*handoff.Receiver, *renewedMemory) {
 	b.Helper()
-	mem := benchMemory()
+	mem := &renewedMemory{}
+	mem.renew()
 	r, err := handoff.NewReceiver(handoff.Options{
 		Me:     benchReceiver,
 		Keys:   cfg,
@@ -187,14 +190,11 @@ func benchReceiverFor(b *testing.B, cfg *trust.Config) (*handoff.Receiver, *hand
 }
 
 // receive runs the full receiving checks on the case's next offer and
-// checks the verdict; at the end of the pool the memory's own sweep has
-// just forgotten it.
+// checks the verdict; at the end of the pool the memory starts afresh.
 func (c *benchCase) receive(b *testing.B, ctx context.Context) {
 	if c.next == len(c.msgs) {
 		c.next = 0
-		if n := c.mem.Len(); n != 0 {
-			b.Fatalf("the replay memory still holds %d pairs as the pool of %d offers wraps around; benchPool must match handoff.Memory's sweep interval", n, len(c.msgs))
-		}
+		c.mem.renew()
 	}
 	res, err := c.r.Receive(ctx, c.msgs[c.next], "")
 	c.next++
@@ -249,7 +249,7 @@ func BenchmarkECDSAVerifyP256(b *testing.B) {
 // quality it must report, and the signed octets of one Handoff.
 type benchCase struct {
 	r      *handoff.Receiver
-	mem    *handoff.Memory
+	mem    *renewedMemory
 	msgs   [][]byte
 	next   int
 	want   handoff.ChainQuality
@@ -303,7 +303,7 @@ func chainCase(b *testing.B, n int) *benchCase {
 	c := &benchCase{want: handoff.ChainFull}
 	c.r, c.mem = benchReceiverFor(b, cfg)
 	last := agents[n]
-	for range benchPool {
+	for range benchPool / 4 {
 		el := signPadded(b, last.signer, benchOffer(last.id, benchReceiver, ptr(h.Offer.Digest())), handoff.FormJWS)
 		full := h.PassOn(el)
 		if len(full.Chain) != n {
