@@ -607,19 +607,15 @@ func (d *Delegate) decide(ctx context.Context, iss, hop string, to store.State, 
 	if err != nil {
 		return nil, err
 	}
-	var st *handoff.Element
-	target, rsn := to, reason
-	// The move is conditional on the equivocation mark (TransitionIf): a
-	// status signed before a mark is never stored after it. Refused, it is
-	// signed again for the hop as it now stands; the mark is only ever
-	// set, so once is enough.
-	for retried := false; ; retried = true {
-		if r.State != store.Received {
-			return nil, store.HopError(fmt.Errorf("%w: the hop is already %s", store.ErrConflict, r.State), iss, hop)
-		}
+	if r.State != store.Received {
+		return nil, store.HopError(fmt.Errorf("%w: the hop is already %s", store.ErrConflict, r.State), iss, hop)
+	}
+	var target store.State
+	var rsn handoff.Reason
+	st, r, err := d.moveIf(ctx, r, func(r *store.Record) (store.State, *handoff.Element, error) {
 		o, err := recordedOffer(r)
 		if err != nil {
-			return nil, err
+			return "", nil, err
 		}
 		var detail string
 		target, rsn = to, reason
@@ -634,24 +630,11 @@ func (d *Delegate) decide(ctx context.Context, iss, hop string, to store.State, 
 			// Never accepted once canceled (Lifecycle: offered -> canceled).
 			target, rsn, detail = store.Rejected, handoff.ReasonPolicy, "canceled by the delegator before the work was accepted"
 		}
-		if st, err = d.sign(o, r.Digest, handoff.State(target), rsn, detail, nil); err != nil {
-			return nil, err
-		}
-		err = d.cfg.Store.TransitionIf(ctx, iss, hop, store.Received, target, r.Equivocated, st.Octets, st.Form, d.now())
-		if err == nil {
-			break
-		}
-		if retried || r.Equivocated || !errors.Is(err, store.ErrConflict) {
-			return nil, err
-		}
-		now, gerr := d.cfg.Store.Get(ctx, iss, hop)
-		if gerr != nil {
-			return nil, errors.Join(err, gerr)
-		}
-		if now.State != store.Received || !now.Equivocated {
-			return nil, err // decided by another caller meanwhile
-		}
-		r = now
+		st, err := d.sign(o, r.Digest, handoff.State(target), rsn, detail, nil)
+		return target, st, err
+	})
+	if err != nil {
+		return nil, err
 	}
 	if to == store.Accepted && target != to {
 		return st, notTaken(r, fmt.Sprintf("it is rejected with reason %s", rsn), iss, hop)
@@ -701,30 +684,31 @@ func recordedOffer(r *store.Record) (*handoff.Offer, error) {
 	return o, nil
 }
 
-// conclude records the terminal outcome out(r) of the hop as r shows it,
-// signed for r's equivocation mark, with TransitionIf: if an equivocation
-// is marked after r was read, the store refuses the move and the outcome
-// is signed again for the hop as it now stands (a "failed" then carries
-// reason "equivocation", draft "Forks, Concurrency, and Equivocation").
-// The mark is only ever set, so one retry is enough. It returns the
-// status and the record it was signed for, as moved when the move was
-// made.
-func (d *Delegate) conclude(ctx context.Context, r *store.Record, out func(*store.Record) Outcome) (*handoff.Element, *store.Record, error) {
+// moveIf moves the hop from the state r shows to the state sign(r)
+// names, storing the status sign(r) made, with TransitionIf: conditional
+// on r's equivocation mark, so that a status signed before a mark is never
+// stored after it. Refused because an equivocation was marked after r was
+// read, it signs again for the hop as it now stands; the mark is only ever
+// set, so once is enough. It returns the status and the record as moved,
+// or, with an error, the record last signed for.
+func (d *Delegate) moveIf(ctx context.Context, r *store.Record, sign func(*store.Record) (store.State, *handoff.Element, error)) (*handoff.Element, *store.Record, error) {
 	for retried := false; ; retried = true {
-		o := out(r)
-		st, err := d.status(r, o)
+		to, st, err := sign(r)
 		if err != nil {
 			return nil, r, err
 		}
 		now := d.now()
-		err = d.cfg.Store.TransitionIf(ctx, r.Iss, r.Hop, r.State, o.State, r.Equivocated, st.Octets, st.Form, now)
+		err = d.cfg.Store.TransitionIf(ctx, r.Iss, r.Hop, r.State, to, r.Equivocated, st.Octets, st.Form, now)
 		if err == nil {
 			moved := *r
-			moved.State, moved.Status, moved.StatusForm, moved.Decided = o.State, st.Octets, st.Form, now
+			moved.State, moved.Status, moved.StatusForm, moved.Decided = to, st.Octets, st.Form, now
+			if !to.Terminal() {
+				moved.Decided = r.Decided
+			}
 			return st, &moved, nil
 		}
 		if retried || r.Equivocated || !errors.Is(err, store.ErrConflict) {
-			return st, r, err
+			return nil, r, err
 		}
 		cur, gerr := d.cfg.Store.Get(ctx, r.Iss, r.Hop)
 		if gerr != nil {
@@ -735,6 +719,17 @@ func (d *Delegate) conclude(ctx context.Context, r *store.Record, out func(*stor
 		}
 		r = cur
 	}
+}
+
+// conclude records the terminal outcome out(r) of the hop as r shows it
+// (moveIf: a "failed" signed again after an equivocation mark carries
+// reason "equivocation", draft "Forks, Concurrency, and Equivocation").
+func (d *Delegate) conclude(ctx context.Context, r *store.Record, out func(*store.Record) Outcome) (*handoff.Element, *store.Record, error) {
+	return d.moveIf(ctx, r, func(r *store.Record) (store.State, *handoff.Element, error) {
+		o := out(r)
+		st, err := d.status(r, o)
+		return o.State, st, err
+	})
 }
 
 // Outcome is a known outcome of taken work (draft "Knowing the Outcome").
