@@ -106,6 +106,9 @@ func VerifyStatus(status, offer Element, o StatusOptions) (*VerifiedStatus, erro
 	if s.Iss != sender {
 		return fail(ReasonPolicy, "iss", fmt.Errorf("a %q status must come from %q, not %q", s.State, sender, s.Iss))
 	}
+	if misdelivered && s.Aud != receiver {
+		return fail(ReasonWrongAudience, "aud", fmt.Errorf("a wrong-audience rejection from %q, an agent the offer reached by mistake, must go to the offer's iss %q, not %q", s.Iss, receiver, s.Aud))
+	}
 	if s.Aud != receiver {
 		return fail(ReasonWrongAudience, "aud", fmt.Errorf("status is for %q, the other party is %q", s.Aud, receiver))
 	}

@@ -351,7 +351,19 @@ func cmdStatus(e env, args []string) error {
 	if st == handoff.StateCanceled {
 		sender, receiver = offer.Iss, offer.Aud
 	}
-	if *iss != "" {
+	switch {
+	case st == handoff.StateRejected && handoff.Reason(*reason) == handoff.ReasonWrongAudience:
+		// D9's one third party: the agent the offer reached by mistake
+		// tells offer.iss so. Who that is the offer cannot say, hence
+		// --iss is required; aud is always offer.iss.
+		if *iss == "" {
+			return usagef("--iss is required with --state rejected --reason wrong-audience: it names the agent the offer reached")
+		}
+		if *iss == offer.Iss {
+			return usagef("--iss %q is the offer's iss: a wrong-audience rejection goes to it, from the agent the offer reached", *iss)
+		}
+		sender, receiver = *iss, offer.Iss
+	case *iss != "":
 		switch *iss {
 		case sender:
 		case receiver:
