@@ -640,9 +640,11 @@ func scriptMembers(ts *testscript.TestScript, args []string) map[string]string {
 // mkoffer OUT KEYFILE [MEMBER=VALUE ...]
 //
 // Signs with KEYFILE and the handoff package a JWS offer with the members
-// given (iss, aud, dialog, task, iat; default iss https://a.example, aud
+// given (iss, aud, dialog, task, iat, obo (its sub), and extra:NAME for an
+// unknown member NAME, a Go string literal when quoted; default iss https://a.example, aud
 // https://b.example, dialog ctx-1, iat 1700000000, exp iat + 300) and
 // writes it as a JSON Handoff: offers with hostile text in their members.
+// MEMBER=VALUE splits at the first '=', so a quoted NAME holds no '='.
 func scriptMkoffer(ts *testscript.TestScript, neg bool, args []string) {
 	scriptNoNeg(ts, neg, "mkoffer")
 	if len(args) < 2 {
@@ -660,6 +662,24 @@ func scriptMkoffer(ts *testscript.TestScript, neg bool, args []string) {
 	ts.Check(err)
 	o := &handoff.Offer{Hop: handoff.NewHop(), Iss: get("iss", "https://a.example"), Aud: get("aud", "https://b.example"),
 		Dialog: get("dialog", "ctx-1"), Task: get("task", ""), Iat: iat, Exp: iat + 300}
+	if sub, ok := m["obo"]; ok {
+		o.Obo = &handoff.Principal{Sub: sub}
+		delete(m, "obo")
+	}
+	for k, v := range m {
+		if name, ok := strings.CutPrefix(k, "extra:"); ok {
+			if strings.HasPrefix(name, `"`) {
+				u, err := strconv.Unquote(name)
+				ts.Check(err)
+				name = u
+			}
+			if o.Extra == nil {
+				o.Extra = map[string]any{}
+			}
+			o.Extra[name] = v
+			delete(m, k)
+		}
+	}
 	if len(m) > 0 {
 		ts.Fatalf("mkoffer: unknown members %v", m)
 	}
