@@ -20,6 +20,25 @@ type StatusOptions struct {
 type VerifiedStatus struct {
 	Status *Status
 	Key    *trust.Key
+	// Misdelivered: the status is the D9 exception, a "rejected" with
+	// reason wrong-audience signed by an agent the offer reached by
+	// mistake (a trusted agent that is neither offer.aud nor offer.iss),
+	// to offer.iss. It says the offer went astray, not what the hop's
+	// delegate did: it never sets the hop's state (see SetsState).
+	Misdelivered bool
+}
+
+// SetsState reports whether the status may set the hop's state (D9): not
+// a "rejected" with reason stale or replay (the delegate only does not
+// remember the hop) and not a misdelivered wrong-audience (it does not
+// come from the hop's delegate, which may still answer). A hop tracker
+// takes such a status as verified and leaves the hop as it is.
+func (v *VerifiedStatus) SetsState() bool {
+	if v.Misdelivered {
+		return false
+	}
+	s := v.Status
+	return !(s.State == StateRejected && (s.Reason == ReasonStale || s.Reason == ReasonReplay))
 }
 
 // VerifyStatus checks a signed status against the offer it answers (draft
@@ -28,6 +47,11 @@ type VerifiedStatus struct {
 // offer.aud (offer.iss for "canceled"), status.aud is the other party, and
 // status.offer is the offer's handoff digest. Statuses do not expire, but
 // one issued after now plus the skew is refused.
+//
+// One exception to status.iss = offer.aud (D9): a "rejected" with reason
+// wrong-audience may be signed by any trusted agent other than offer.iss
+// (the one the offer reached by mistake), with status.aud = offer.iss. It
+// verifies with Misdelivered set, and never sets the hop's state.
 //
 // The offer is the element the caller sent or received; its payload is
 // read but its signature is not checked here.
@@ -71,8 +95,19 @@ func VerifyStatus(status, offer Element, o StatusOptions) (*VerifiedStatus, erro
 	if s.State == StateCanceled {
 		sender, receiver = off.Iss, off.Aud
 	}
+	// The D9 exception: an agent that is neither party, whose key the
+	// trust configuration binds to its iss (checked above), says the offer
+	// reached it by mistake. It answers offer.iss, like the delegate would.
+	misdelivered := s.State == StateRejected && s.Reason == ReasonWrongAudience &&
+		s.Iss != off.Aud && s.Iss != off.Iss
+	if misdelivered {
+		sender = s.Iss
+	}
 	if s.Iss != sender {
 		return fail(ReasonPolicy, "iss", fmt.Errorf("a %q status must come from %q, not %q", s.State, sender, s.Iss))
+	}
+	if misdelivered && s.Aud != receiver {
+		return fail(ReasonWrongAudience, "aud", fmt.Errorf("a wrong-audience rejection from %q, an agent the offer reached by mistake, must go to the offer's iss %q, not %q", s.Iss, receiver, s.Aud))
 	}
 	if s.Aud != receiver {
 		return fail(ReasonWrongAudience, "aud", fmt.Errorf("status is for %q, the other party is %q", s.Aud, receiver))
@@ -83,7 +118,7 @@ func VerifyStatus(status, offer Element, o StatusOptions) (*VerifiedStatus, erro
 	if now := o.Now().Unix(); s.Iat > now+int64(o.Skew/time.Second) {
 		return fail(ReasonStale, "iat", fmt.Errorf("iat %d is later than now %d plus skew", s.Iat, now))
 	}
-	return &VerifiedStatus{Status: s, Key: key}, nil
+	return &VerifiedStatus{Status: s, Key: key, Misdelivered: misdelivered}, nil
 }
 
 // UnsafeDecode returns the payload of a signed element without checking

@@ -174,7 +174,9 @@ func Expired(h *store.Issued, now time.Time) bool {
 // verified terminal status stands and resolves the hop; a later
 // conflicting one is flagged; a "rejected" with reason stale or replay
 // never sets the state (it says only that the delegate does not remember
-// the hop); a late completed or failed still resolves an expired or
+// the hop), nor does a "rejected" wrong-audience from an agent the offer
+// reached by mistake (D9: it verifies, but the hop's delegate may still
+// answer); a late completed or failed still resolves an expired or
 // canceled hop. It returns the hop as it now stands.
 func (d *Delegator) Intake(ctx context.Context, hop string, status handoff.Element) (*store.Issued, error) {
 	h, err := d.c.Store.IssuedHop(ctx, hop)
@@ -186,6 +188,9 @@ func (d *Delegator) Intake(ctx context.Context, hop string, status handoff.Eleme
 	if err != nil {
 		return nil, err
 	}
+	if !vs.SetsState() {
+		return h, nil // stale, replay, or misdelivered (D9): verified, and never the hop's state
+	}
 	s := vs.Status
 	var to store.View
 	resolved := false
@@ -193,9 +198,6 @@ func (d *Delegator) Intake(ctx context.Context, hop string, status handoff.Eleme
 	case handoff.StateAccepted:
 		to = store.ViewAccepted
 	case handoff.StateRejected:
-		if s.Reason == handoff.ReasonStale || s.Reason == handoff.ReasonReplay {
-			return h, nil // never sets the hop's state
-		}
 		to, resolved = store.ViewRejected, true
 	case handoff.StateCompleted:
 		to, resolved = store.ViewComplete, true

@@ -201,6 +201,51 @@ func TestConflictsAndLateStatuses(t *testing.T) {
 	}
 }
 
+// D9: a "rejected" wrong-audience signed by an agent the offer reached by
+// mistake (here tester, trusted, neither party) verifies, but like stale
+// and replay it never sets the hop's state, before or after the
+// delegate's own answer, and raises no conflict; the delegate's answer
+// still resolves the hop. Any other status from that agent is refused.
+func TestMisdeliveredStatus(t *testing.T) {
+	ctx := context.Background()
+	w := newWorld(t, "planner", "coder", "tester")
+	s := store.NewMemory(w.now)
+	d := w.delegator("planner", s)
+	_, h := issue(t, d, "w1")
+	astray := w.status("tester", h, handoff.StateRejected, handoff.ReasonWrongAudience)
+	vs, err := handoff.VerifyStatus(astray, handoff.Element{Form: h.OfferForm, Octets: h.Offer}, handoff.StatusOptions{Keys: w.keys, Now: w.clock})
+	if err != nil || !vs.Misdelivered || vs.SetsState() {
+		t.Fatalf("the misdelivered status: %+v %v; want verified, Misdelivered, not SetsState", vs, err)
+	}
+	r, err := d.Intake(ctx, h.Hop, astray)
+	if err != nil || r.View != store.Offered || r.Resolved {
+		t.Fatalf("after the misdelivered status: %+v %v; want the hop offered, unresolved", r, err)
+	}
+	if r := get(t, s, h.Hop); r.View != store.Offered || r.Resolved || r.Status != nil {
+		t.Fatalf("stored hop %+v: the misdelivered status set it", r)
+	}
+	// A third party's other statuses do not pass D9.
+	for _, st := range []handoff.Element{
+		w.status("tester", h, handoff.StateRejected, handoff.ReasonPolicy),
+		w.status("tester", h, handoff.StateCompleted, ""),
+	} {
+		if _, err := d.Intake(ctx, h.Hop, st); !errors.Is(err, handoff.ErrPolicy) {
+			t.Fatalf("a third party's status: %v, want policy", err)
+		}
+	}
+	// The delegate's answer resolves the hop; a later misdelivered status
+	// is no conflict and changes nothing.
+	if r, err := d.Intake(ctx, h.Hop, w.status("coder", h, handoff.StateCompleted, "")); err != nil || r.View != store.ViewComplete || !r.Resolved {
+		t.Fatalf("the delegate's completed: %+v %v", r, err)
+	}
+	if r, err := d.Intake(ctx, h.Hop, astray); err != nil || r.View != store.ViewComplete || !r.Resolved {
+		t.Fatalf("a misdelivered status after completed: %+v %v", r, err)
+	}
+	if flags, _ := d.Flags(ctx, true); len(flags) != 0 {
+		t.Fatalf("flags %+v, want none", flags)
+	}
+}
+
 // "Asking Again": while a hop is unresolved the delegator must not issue a
 // new offer for the same work, unless the work is safe to do twice; a new
 // attempt is a new offer with a new hop.

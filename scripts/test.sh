@@ -3,12 +3,37 @@
 # detector against a throwaway PostgreSQL (started here, installed from
 # Debian's packages if missing, stopped at the end), a short run of every
 # fuzz target, and one iteration of every benchmark (so they keep compiling
-# and running; ratios: scripts/bench.sh). Needs only Go and root for the
-# PostgreSQL install. FUZZTIME overrides each fuzz target's budget: an
-# execution count (default 5000x), which, unlike a duration, is not cut
-# short by a loaded machine (see golang/go#75804).
+# and running; ratios: scripts/bench.sh). Needs only Go, and root for
+# what it installs when missing: a C compiler (the race detector needs cgo;
+# Debian's gcc and libc6-dev) and PostgreSQL. FUZZTIME overrides each fuzz
+# target's budget: an execution count (default 5000x), which, unlike a
+# duration, is not cut short by a loaded machine (see golang/go#75804).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+# The race detector needs cgo, and cgo a C compiler: install one as
+# scripts/pg.sh installs PostgreSQL (as root, with apt-get), saying so in
+# one line. go test -race fails with "-race requires cgo" without one.
+if ! command -v cc >/dev/null 2>&1 && ! command -v gcc >/dev/null 2>&1; then
+  if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null 2>&1; then
+    echo "test.sh: no C compiler (cc or gcc), which go test -race needs; install one (Debian: apt-get install gcc libc6-dev)" >&2
+    exit 1
+  fi
+  echo "== installing a C compiler for go test -race (apt-get install gcc libc6-dev)"
+  apt-get update >&2
+  DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends gcc libc6-dev >&2
+fi
+# Go turns cgo off when it finds no compiler at its start, or when
+# CGO_ENABLED=0 was inherited; -race needs it on.
+export CGO_ENABLED=1
+if [ -z "${CC:-}" ] && ! command -v "$(go env CC)" >/dev/null 2>&1; then
+  # go env CC names gcc by default; a machine with only cc gets that.
+  if ! CC=$(command -v gcc || command -v cc); then
+    echo "test.sh: no C compiler found (cc or gcc) even after installing gcc; go test -race needs one" >&2
+    exit 1
+  fi
+  export CC
+fi
 
 echo "== PostgreSQL for the store tests"
 # shellcheck source=scripts/pg.sh

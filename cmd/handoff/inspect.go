@@ -3,6 +3,8 @@ package main
 import (
 	"fmt"
 	"io"
+	"sort"
+	"strconv"
 	"time"
 
 	"github.com/quantumlearningmachines/handoff"
@@ -63,8 +65,8 @@ func inspectHandoff(w io.Writer, h *handoff.Handoff, enc string, keys *trust.Con
 		offers = append(offers, inspectElement(w, fmt.Sprintf("chain[%d]", i), el, keys))
 	}
 	offers = append(offers, inspectElement(w, "offer", h.Offer, keys))
-	for k := range h.Extra {
-		fmt.Fprintf(w, "unknown Handoff member %q (kept, not signed)\n\n", k)
+	for _, k := range sortedKeys(h.Extra) {
+		fmt.Fprintf(w, "unknown Handoff member %s (kept, not signed)\n\n", safeText(strconv.Quote(k)))
 	}
 	drawChain(w, h, offers)
 	return nil
@@ -74,7 +76,12 @@ func inspectHandoff(w io.Writer, h *handoff.Handoff, enc string, keys *trust.Con
 func inspectElement(w io.Writer, label string, el handoff.Element, keys *trust.Config) *handoff.Offer {
 	d := el.Digest()
 	fmt.Fprintf(w, "%s  %s, %d octets\n", label, el.Form, len(el.Octets))
-	row := func(k, format string, args ...any) { fmt.Fprintf(w, "  %-8s %s\n", k, fmt.Sprintf(format, args...)) }
+	// Each row is one line whatever the element holds: its value is
+	// escaped as a whole (decision 52), so that no member can end the row
+	// and draw another (a "key verified" row under a NOT VERIFIED one).
+	row := func(k, format string, args ...any) {
+		fmt.Fprintf(w, "  %-8s %s\n", k, safeText(fmt.Sprintf(format, args...)))
+	}
 	row("digest", "sha-256 %s", d)
 	o, s, err := handoff.UnsafeDecode(el)
 	if err != nil {
@@ -142,7 +149,7 @@ func inspectElement(w io.Writer, label string, el handoff.Element, keys *trust.C
 }
 
 func extras(row func(k, format string, args ...any), extra map[string]any) {
-	for k := range extra {
+	for _, k := range sortedKeys(extra) {
 		row("unknown", "member %q (kept, covered by the signature)", k)
 	}
 }
@@ -181,9 +188,9 @@ func drawChain(w io.Writer, h *handoff.Handoff, offers []*handoff.Offer) {
 			if o.Prev != nil {
 				start = "(partial: earlier offers not carried)"
 			}
-			fmt.Fprintf(w, "  %s  %s\n", o.Iss, start)
+			fmt.Fprintf(w, "  %s  %s\n", safeText(o.Iss), start)
 		} else if offers[i-1] == nil || offers[i-1].Aud != o.Iss {
-			fmt.Fprintf(w, "  %s  (DISCONTINUOUS: the previous offer went elsewhere)\n", o.Iss)
+			fmt.Fprintf(w, "  %s  (DISCONTINUOUS: the previous offer went elsewhere)\n", safeText(o.Iss))
 		}
 		link := "starts the chain"
 		switch {
@@ -197,10 +204,10 @@ func drawChain(w io.Writer, h *handoff.Handoff, offers []*handoff.Offer) {
 		default:
 			link = "prev ok"
 		}
-		fmt.Fprintf(w, "      │ hop %s  %s  %s  %s\n", short(o.Hop), els[i].Form,
+		fmt.Fprintf(w, "      │ hop %s  %s  %s  %s\n", safeText(short(o.Hop)), els[i].Form,
 			time.Unix(o.Iat, 0).UTC().Format("15:04:05"), link)
 		fmt.Fprintf(w, "      ▼\n")
-		fmt.Fprintf(w, "  %s\n", o.Aud)
+		fmt.Fprintf(w, "  %s\n", safeText(o.Aud))
 	}
 }
 
@@ -209,4 +216,14 @@ func short(s string) string {
 		return s[:10] + "…"
 	}
 	return s
+}
+
+// sortedKeys gives the unknown members in a stable order.
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
 }

@@ -119,8 +119,10 @@ func run(args []string, e env) int {
 	}
 	// One line on stderr (SPEC.md section 4); library errors already say
 	// "handoff:", which the line does once.
+	// The message may quote members of an element that nobody verified:
+	// safeText keeps them from drawing on the terminal (decision 52).
 	msg := strings.ReplaceAll(err.Error(), "handoff: ", "")
-	fmt.Fprintf(e.stderr, "handoff: error: %s: %s\n", name, strings.ReplaceAll(msg, "\n", " "))
+	fmt.Fprintf(e.stderr, "handoff: error: %s: %s\n", name, safeText(strings.ReplaceAll(msg, "\n", " ")))
 	return 2
 }
 

@@ -4,6 +4,7 @@ import (
 	"crypto/ecdsa"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"strconv"
 	"time"
@@ -35,37 +36,43 @@ func cmdKeygen(e env, args []string) error {
 		_, err = e.stdout.Write(b)
 		return err
 	}
-	f, err := createKeyFile(*out)
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(b); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
+	return writeKeyFile(*out, b)
 }
 
-// createKeyFile opens path for a new private key: a new file (mode 0600),
-// or an existing empty one (as mktemp makes), but never a file with
-// something in it, which may be another key.
-func createKeyFile(path string) (*os.File, error) {
+// writeKeyFile writes a new private key to path: a file it creates itself
+// (O_EXCL, so never an existing file, even an empty one, and never through
+// a symlink, dangling or not), mode 0600 whatever the umask, written and
+// synced before it reports success. An existing file may be another key,
+// or one that others can read (a file made in a shared directory keeps its
+// mode and owner); a key is never written into one.
+func writeKeyFile(path string, b []byte) error {
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if !errors.Is(err, os.ErrExist) {
-		return f, err
-	}
-	f, err = os.OpenFile(path, os.O_WRONLY, 0)
-	if err != nil {
-		return nil, err
-	}
-	if st, err := f.Stat(); err != nil || st.Size() != 0 || !st.Mode().IsRegular() {
-		f.Close()
-		if err == nil {
-			err = fmt.Errorf("%s exists and is not empty; a key is never overwritten", path)
+	if errors.Is(err, os.ErrExist) {
+		what := "exists"
+		if fi, lerr := os.Lstat(path); lerr == nil && fi.Mode()&os.ModeSymlink != 0 {
+			what = "is a symbolic link"
 		}
-		return nil, err
+		return fmt.Errorf("%s %s; a key is written only to a new file", path, what)
 	}
-	return f, nil
+	if err != nil {
+		return err
+	}
+	err = f.Chmod(0o600)
+	if err == nil {
+		_, err = f.Write(b)
+	}
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		// The file is ours (O_EXCL): a half-written key is removed.
+		os.Remove(path)
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	return nil
 }
 
 func cmdPubkey(e env, args []string) error {
@@ -77,7 +84,7 @@ func cmdPubkey(e env, args []string) error {
 	if len(pos) != 1 {
 		return usagef("want exactly one KEYFILE")
 	}
-	k, _, err := loadKey(pos[0])
+	k, _, err := loadKey(e, pos[0])
 	if err != nil {
 		return err
 	}
@@ -89,10 +96,25 @@ func cmdPubkey(e env, args []string) error {
 	return err
 }
 
-func loadKey(path string) (*ecdsa.PrivateKey, string, error) {
-	b, err := os.ReadFile(path)
+// loadKey reads the private key of --key (or pubkey's KEYFILE). A key file
+// that group or others may read still works, but draws a warning on
+// stderr, as ssh does: the key is as secret as the file's mode lets it be.
+func loadKey(e env, path string) (*ecdsa.PrivateKey, string, error) {
+	f, err := os.Open(path)
 	if err != nil {
 		return nil, "", err
+	}
+	defer f.Close()
+	if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() && fi.Mode().Perm()&0o044 != 0 {
+		fmt.Fprintf(e.stderr, "handoff: warning: private key %s is readable by others (mode %#o); chmod 600 %s\n",
+			safeText(path), fi.Mode().Perm(), safeText(path))
+	}
+	b, err := io.ReadAll(io.LimitReader(f, maxKeyFile+1))
+	if err != nil {
+		return nil, "", fmt.Errorf("%s: %w", path, err)
+	}
+	if len(b) > maxKeyFile {
+		return nil, "", fmt.Errorf("key file %s is larger than %d octets: not a JWK", path, maxKeyFile)
 	}
 	k, kid, err := trust.ParsePrivateJWK(b)
 	if err != nil {
@@ -100,6 +122,9 @@ func loadKey(path string) (*ecdsa.PrivateKey, string, error) {
 	}
 	return k, kid, nil
 }
+
+// maxKeyFile bounds a key file: a P-256 JWK is about 250 octets.
+const maxKeyFile = 64 << 10
 
 // unixFlag is --now: a Unix time in seconds; unset means the clock.
 type unixFlag struct {
@@ -191,7 +216,7 @@ func cmdOffer(e env, args []string) error {
 	if *ttl <= 0 || *ttl > maxSeconds {
 		return usagef("--ttl must be a number of seconds from 1 to %d", maxSeconds)
 	}
-	key, _, err := loadKey(*keyFile)
+	key, _, err := loadKey(e, *keyFile)
 	if err != nil {
 		return err
 	}
@@ -310,7 +335,7 @@ func cmdStatus(e env, args []string) error {
 	default:
 		return usagef("--state %q is not one of accepted, rejected, completed, failed, canceled", *state)
 	}
-	key, _, err := loadKey(*keyFile)
+	key, _, err := loadKey(e, *keyFile)
 	if err != nil {
 		return err
 	}
@@ -326,7 +351,19 @@ func cmdStatus(e env, args []string) error {
 	if st == handoff.StateCanceled {
 		sender, receiver = offer.Iss, offer.Aud
 	}
-	if *iss != "" {
+	switch {
+	case st == handoff.StateRejected && handoff.Reason(*reason) == handoff.ReasonWrongAudience:
+		// D9's one third party: the agent the offer reached by mistake
+		// tells offer.iss so. Who that is the offer cannot say, hence
+		// --iss is required; aud is always offer.iss.
+		if *iss == "" {
+			return usagef("--iss is required with --state rejected --reason wrong-audience: it names the agent the offer reached")
+		}
+		if *iss == offer.Iss {
+			return usagef("--iss %q is the offer's iss: a wrong-audience rejection goes to it, from the agent the offer reached", *iss)
+		}
+		sender, receiver = *iss, offer.Iss
+	case *iss != "":
 		switch *iss {
 		case sender:
 		case receiver:

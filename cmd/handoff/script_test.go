@@ -21,6 +21,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/fxamacker/cbor/v2"
 	"github.com/rogpeppe/go-internal/testscript"
@@ -63,6 +64,10 @@ func TestScript(t *testing.T) {
 			"hexfile":   scriptHexfile,
 			"wsprefix":  scriptWsprefix,
 			"checkref":  scriptCheckref,
+			"keymode":   scriptKeymode,
+			"mkoffer":   scriptMkoffer,
+			"rawbytes":  scriptRawbytes,
+			"mkstatus":  scriptMkstatus,
 		},
 	})
 }
@@ -593,4 +598,175 @@ func scriptCheckref(ts *testscript.TestScript, neg bool, args []string) {
 	if want := scriptB64.EncodeToString(h.Sum(nil)); ref.Dig["val"] != want {
 		ts.Fatalf("%s: dig val %s, want %s", args[0], ref.Dig["val"], want)
 	}
+}
+
+// keymode FILE MODE
+//
+// FILE's permission bits must be MODE (octal), read with os.Lstat.
+func scriptKeymode(ts *testscript.TestScript, neg bool, args []string) {
+	scriptNoNeg(ts, neg, "keymode")
+	if len(args) != 2 {
+		ts.Fatalf("usage: keymode FILE MODE")
+	}
+	want, err := strconv.ParseUint(args[1], 8, 32)
+	ts.Check(err)
+	fi, err := os.Lstat(ts.MkAbs(args[0]))
+	ts.Check(err)
+	if !fi.Mode().IsRegular() || uint64(fi.Mode().Perm()) != want {
+		ts.Fatalf("%s: mode %v, want a regular file with mode %#o", args[0], fi.Mode(), want)
+	}
+}
+
+// scriptMembers reads MEMBER=VALUE arguments; a VALUE in double quotes is a
+// Go string literal (strconv.Unquote), so that a script can write control
+// characters, escape sequences and bidi overrides into a member.
+func scriptMembers(ts *testscript.TestScript, args []string) map[string]string {
+	m := map[string]string{}
+	for _, a := range args {
+		k, v, ok := strings.Cut(a, "=")
+		if !ok {
+			ts.Fatalf("%q is not MEMBER=VALUE", a)
+		}
+		if strings.HasPrefix(v, `"`) {
+			u, err := strconv.Unquote(v)
+			ts.Check(err)
+			v = u
+		}
+		m[k] = v
+	}
+	return m
+}
+
+// mkoffer OUT KEYFILE [MEMBER=VALUE ...]
+//
+// Signs with KEYFILE and the handoff package a JWS offer with the members
+// given (iss, aud, dialog, task, iat, obo (its sub), and extra:NAME for an
+// unknown member NAME, a Go string literal when quoted; default iss https://a.example, aud
+// https://b.example, dialog ctx-1, iat 1700000000, exp iat + 300) and
+// writes it as a JSON Handoff: offers with hostile text in their members.
+// MEMBER=VALUE splits at the first '=', so a quoted NAME holds no '='.
+func scriptMkoffer(ts *testscript.TestScript, neg bool, args []string) {
+	scriptNoNeg(ts, neg, "mkoffer")
+	if len(args) < 2 {
+		ts.Fatalf("usage: mkoffer OUT KEYFILE [MEMBER=VALUE ...]")
+	}
+	m := scriptMembers(ts, args[2:])
+	get := func(k, def string) string {
+		if v, ok := m[k]; ok {
+			delete(m, k)
+			return v
+		}
+		return def
+	}
+	iat, err := strconv.ParseInt(get("iat", "1700000000"), 10, 64)
+	ts.Check(err)
+	o := &handoff.Offer{Hop: handoff.NewHop(), Iss: get("iss", "https://a.example"), Aud: get("aud", "https://b.example"),
+		Dialog: get("dialog", "ctx-1"), Task: get("task", ""), Iat: iat, Exp: iat + 300}
+	if sub, ok := m["obo"]; ok {
+		o.Obo = &handoff.Principal{Sub: sub}
+		delete(m, "obo")
+	}
+	for k, v := range m {
+		if name, ok := strings.CutPrefix(k, "extra:"); ok {
+			if strings.HasPrefix(name, `"`) {
+				u, err := strconv.Unquote(name)
+				ts.Check(err)
+				name = u
+			}
+			if o.Extra == nil {
+				o.Extra = map[string]any{}
+			}
+			o.Extra[name] = v
+			delete(m, k)
+		}
+	}
+	if len(m) > 0 {
+		ts.Fatalf("mkoffer: unknown members %v", m)
+	}
+	key, _, err := trust.ParsePrivateJWK([]byte(ts.ReadFile(args[1])))
+	ts.Check(err)
+	s, err := handoff.NewSigner(key)
+	ts.Check(err)
+	el, err := s.SignOffer(o, handoff.FormJWS)
+	ts.Check(err)
+	b, err := (&handoff.Handoff{Offer: el}).Encode(handoff.JSON)
+	ts.Check(err)
+	ts.Check(os.WriteFile(ts.MkAbs(args[0]), append(b, '\n'), 0o644))
+}
+
+// rawbytes FILE
+//
+// FILE must hold (or, with !, must not hold) only text that is safe on a
+// terminal: valid UTF-8 with no C0 control other than newline, no DEL, no
+// C1, no bidi control (U+061C, U+200E, U+200F, U+202A-U+202E,
+// U+2066-U+2069) and no U+2028/U+2029. The set is spelled out here, not
+// taken from the command's own escaping.
+func scriptRawbytes(ts *testscript.TestScript, neg bool, args []string) {
+	if len(args) != 1 {
+		ts.Fatalf("usage: rawbytes FILE")
+	}
+	s := ts.ReadFile(args[0])
+	bad := ""
+	for i, r := range s {
+		switch {
+		case r == utf8.RuneError && !strings.HasPrefix(s[i:], "\uFFFD"):
+			bad = fmt.Sprintf("invalid UTF-8 at octet %d", i)
+		case r < 0x20 && r != '\n', r == 0x7f, r >= 0x80 && r <= 0x9f,
+			r == 0x061c, r == 0x200e, r == 0x200f, r >= 0x202a && r <= 0x202e,
+			r >= 0x2066 && r <= 0x2069, r == 0x2028, r == 0x2029:
+			bad = fmt.Sprintf("raw %U at octet %d", r, i)
+		}
+		if bad != "" {
+			break
+		}
+	}
+	if (bad == "") == neg {
+		if neg {
+			ts.Fatalf("%s holds only terminal-safe text", args[0])
+		}
+		ts.Fatalf("%s: %s", args[0], bad)
+	}
+}
+
+// mkstatus OUT KEYFILE HANDOFF [MEMBER=VALUE ...]
+//
+// Signs with KEYFILE and the handoff package a JWS status answering the
+// offer of HANDOFF, with the members given (iss, aud, state, reason,
+// detail, iat; default iss the offer's aud, aud its iss, state rejected,
+// iat the offer's), and writes its compact JWS on one line: statuses with
+// hostile text in their members, or from any signer.
+func scriptMkstatus(ts *testscript.TestScript, neg bool, args []string) {
+	scriptNoNeg(ts, neg, "mkstatus")
+	if len(args) < 3 {
+		ts.Fatalf("usage: mkstatus OUT KEYFILE HANDOFF [MEMBER=VALUE ...]")
+	}
+	h, err := handoff.ParseHandoff([]byte(ts.ReadFile(args[2])), handoff.Limits{})
+	ts.Check(err)
+	o, _, err := handoff.UnsafeDecode(h.Offer)
+	ts.Check(err)
+	if o == nil {
+		ts.Fatalf("%s: no offer", args[2])
+	}
+	m := scriptMembers(ts, args[3:])
+	get := func(k, def string) string {
+		if v, ok := m[k]; ok {
+			delete(m, k)
+			return v
+		}
+		return def
+	}
+	iat, err := strconv.ParseInt(get("iat", strconv.FormatInt(o.Iat, 10)), 10, 64)
+	ts.Check(err)
+	s := &handoff.Status{Offer: h.Offer.Digest(), Iss: get("iss", o.Aud), Aud: get("aud", o.Iss), Iat: iat,
+		State: handoff.State(get("state", "rejected")), Reason: handoff.Reason(get("reason", "")), Detail: get("detail", "")}
+	if len(m) > 0 {
+		ts.Fatalf("mkstatus: unknown members %v", m)
+	}
+	key, _, err := trust.ParsePrivateJWK([]byte(ts.ReadFile(args[1])))
+	ts.Check(err)
+	signer, err := handoff.NewSigner(key)
+	ts.Check(err)
+	el, err := signer.SignStatus(s, handoff.FormJWS)
+	ts.Check(err)
+	ts.Check(os.WriteFile(ts.MkAbs(args[0]), []byte(el.Text()+"\n"), 0o644))
 }

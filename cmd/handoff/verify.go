@@ -84,7 +84,7 @@ func writeLine(e env, m *wire.Map) error {
 	if err != nil {
 		return err
 	}
-	_, err = e.stdout.Write(append(b, '\n'))
+	_, err = e.stdout.Write(append(safeJSON(b), '\n'))
 	return err
 }
 
@@ -224,7 +224,7 @@ func cmdVerify(e env, args []string) error {
 			return err
 		}
 		if res.Err != nil {
-			fmt.Fprintf(e.stderr, "handoff: %s: %v\n", f, res.Err)
+			fmt.Fprintf(e.stderr, "handoff: %s: %s\n", safeText(f), safeText(res.Err.Error()))
 		}
 	}
 	if !allAccepted {

@@ -1,0 +1,82 @@
+package handoff
+
+import (
+	"errors"
+	"testing"
+	"time"
+)
+
+// TestStatusWrongAudienceException checks the one exception to
+// status.iss = offer.aud (D9): a "rejected" with reason wrong-audience
+// signed by the agent the offer reached by mistake (any trusted agent but
+// offer.iss), to offer.iss. It verifies, marked Misdelivered, and never
+// sets the hop's state; everything else from a third party still fails.
+func TestStatusWrongAudienceException(t *testing.T) {
+	f := newFixture(t)
+	// planner's offer for "me" reached "coder" by mistake.
+	offer := f.sign("planner", f.offer("planner", "me"), FormJWS)
+	other := f.sign("planner", f.offer("planner", "me"), FormJWS)
+	opts := StatusOptions{Keys: f.keys, Now: func() time.Time { return time.Unix(f.now, 0) }}
+	mk := func(signer, iss, aud string, st State, r Reason, about Element, iat int64, form Form) Element {
+		el, err := f.signers[signer].SignStatus(&Status{Offer: about.Digest(), Iss: iss, Aud: aud, Iat: iat, State: st, Reason: r}, form)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return el
+	}
+	cases := []struct {
+		rule         string
+		el           Element
+		want         error
+		misdelivered bool
+		setsState    bool
+	}{
+		{"D9 exception: wrong-audience from the agent reached by mistake, to offer.iss",
+			mk("coder", "coder", "planner", StateRejected, ReasonWrongAudience, offer, f.now, FormJWS), nil, true, false},
+		{"D9 exception: COSE as well",
+			mk("coder", "coder", "planner", StateRejected, ReasonWrongAudience, offer, f.now, FormCOSE), nil, true, false},
+		{"D9: wrong-audience from offer.aud itself is the delegate's own word",
+			mk("me", "me", "planner", StateRejected, ReasonWrongAudience, offer, f.now, FormJWS), nil, false, true},
+		{"D9: rejected stale verifies and never sets the state",
+			mk("me", "me", "planner", StateRejected, ReasonStale, offer, f.now, FormJWS), nil, false, false},
+		{"D9: rejected replay verifies and never sets the state",
+			mk("me", "me", "planner", StateRejected, ReasonReplay, offer, f.now, FormJWS), nil, false, false},
+		{"D9: rejected policy from the delegate sets the state",
+			mk("me", "me", "planner", StateRejected, ReasonPolicy, offer, f.now, FormJWS), nil, false, true},
+		{"D9 exception: status.aud must be offer.iss",
+			mk("coder", "coder", "me", StateRejected, ReasonWrongAudience, offer, f.now, FormJWS), ErrWrongAudience, false, false},
+		{"D9 exception: not from offer.iss (it cannot be misdelivered to itself)",
+			mk("planner", "planner", "planner", StateRejected, ReasonWrongAudience, offer, f.now, FormJWS), ErrPolicy, false, false},
+		{"D9 exception: only rejected (a third party's failed is refused)",
+			mk("coder", "coder", "planner", StateFailed, ReasonWrongAudience, offer, f.now, FormJWS), ErrPolicy, false, false},
+		{"D9 exception: only reason wrong-audience (a third party's policy rejection is refused)",
+			mk("coder", "coder", "planner", StateRejected, ReasonPolicy, offer, f.now, FormJWS), ErrPolicy, false, false},
+		{"D9 exception: a third party's accepted is refused",
+			mk("coder", "coder", "planner", StateAccepted, "", offer, f.now, FormJWS), ErrPolicy, false, false},
+		{"D9 exception: the signer's key must be trusted",
+			mk("outsider", "outsider", "planner", StateRejected, ReasonWrongAudience, offer, f.now, FormJWS), ErrUntrustedKey, false, false},
+		{"D9 exception: signed with the key bound to its iss (coder's key, iss me-too)",
+			mk("coder", "me", "planner", StateRejected, ReasonWrongAudience, offer, f.now, FormJWS), ErrUntrustedKey, false, false},
+		{"D9 exception: status.offer must be the offer's digest",
+			mk("coder", "coder", "planner", StateRejected, ReasonWrongAudience, other, f.now, FormJWS), ErrPolicy, false, false},
+		{"D9 exception: iat later than now plus skew",
+			mk("coder", "coder", "planner", StateRejected, ReasonWrongAudience, offer, f.now+61, FormJWS), ErrStale, false, false},
+	}
+	for _, c := range cases {
+		t.Run(c.rule, func(t *testing.T) {
+			vs, err := VerifyStatus(c.el, offer, opts)
+			if c.want != nil {
+				if !errors.Is(err, c.want) || vs != nil {
+					t.Fatalf("got %v, %v; want %v", vs, err, c.want)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("want verified, got %v", err)
+			}
+			if vs.Misdelivered != c.misdelivered || vs.SetsState() != c.setsState {
+				t.Fatalf("Misdelivered %v SetsState %v, want %v %v", vs.Misdelivered, vs.SetsState(), c.misdelivered, c.setsState)
+			}
+		})
+	}
+}
