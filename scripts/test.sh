@@ -11,27 +11,36 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# The race detector needs cgo, and cgo a C compiler: install one as
-# scripts/pg.sh installs PostgreSQL (as root, with apt-get), saying so in
-# one line. go test -race fails with "-race requires cgo" without one.
-if ! command -v cc >/dev/null 2>&1 && ! command -v gcc >/dev/null 2>&1; then
+# The race detector needs cgo, and cgo a C compiler that can build
+# against the C library's headers: install one as scripts/pg.sh installs
+# PostgreSQL (as root, with apt-get), saying so in one line. go test -race
+# fails with "-race requires cgo" without one. The probe compiles a file
+# that includes <stdlib.h>, so a gcc without libc6-dev is caught as well.
+cc_works() {
+  local c
+  c=${CC:-$(command -v gcc || command -v cc || true)}
+  [ -n "$c" ] && printf '#include <stdlib.h>\nint main(void){return 0;}\n' |
+    "$c" -x c - -o /dev/null >/dev/null 2>&1
+}
+if ! cc_works; then
   if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null 2>&1; then
-    echo "test.sh: no C compiler (cc or gcc), which go test -race needs; install one (Debian: apt-get install gcc libc6-dev)" >&2
+    echo "test.sh: no working C compiler (cc or gcc with the C library headers), which go test -race needs; install one (Debian: apt-get install gcc libc6-dev)" >&2
     exit 1
   fi
   echo "== installing a C compiler for go test -race (apt-get install gcc libc6-dev)"
   apt-get update >&2
   DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends gcc libc6-dev >&2
+  if ! cc_works; then
+    echo "test.sh: still no working C compiler after installing gcc and libc6-dev; go test -race needs one" >&2
+    exit 1
+  fi
 fi
 # Go turns cgo off when it finds no compiler at its start, or when
 # CGO_ENABLED=0 was inherited; -race needs it on.
 export CGO_ENABLED=1
 if [ -z "${CC:-}" ] && ! command -v "$(go env CC)" >/dev/null 2>&1; then
   # go env CC names gcc by default; a machine with only cc gets that.
-  if ! CC=$(command -v gcc || command -v cc); then
-    echo "test.sh: no C compiler found (cc or gcc) even after installing gcc; go test -race needs one" >&2
-    exit 1
-  fi
+  CC=$(command -v gcc || command -v cc)
   export CC
 fi
 

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
+	"slices"
 	"testing"
 )
 
@@ -26,6 +28,13 @@ func TestSafeText(t *testing.T) {
 		{"U+FFFD itself is printable", "\ufffd", "\ufffd"},
 		{"a backslash stays (idempotence)", `a\nb`, `a\nb`},
 		{"%q output passes unchanged", `"\u202e\n"`, `"\u202e\n"`},
+		{"spaces other than U+0020 (review)", "a\u00a0b\u3000c\u2007", `a\u00a0b\u3000c\u2007`},
+		{"graphic but invisible: CGJ, Hangul fillers, braille blank", "a\u034f\u3164\u115f\u1160\uffa0\u2800", `a\u034f\u3164\u115f\u1160\uffa0\u2800`},
+		{"variation selectors", "a\ufe0f\U000e0100", `a\ufe0f\U000e0100`},
+		{"Khmer and Mongolian invisibles", "\u17b4\u17b5\u180b\u180e", `\u17b4\u17b5\u180b\u180e`},
+		{"a combining mark on a letter stays", "e\u0301", "e\u0301"},
+		{"a combining mark with no base is escaped", "\u0301a \u0301", `\u0301a \u0301`},
+		{"a combining mark after an escape is escaped", "\x1b\u0301", `\x1b\u0301`},
 	} {
 		if got := safeText(c.in); got != c.want {
 			t.Errorf("%s: safeText(%q) = %q, want %q", c.rule, c.in, got, c.want)
@@ -52,5 +61,54 @@ func TestSafeJSON(t *testing.T) {
 		if err := json.Unmarshal(out, &m); err != nil || m["k"] != in {
 			t.Errorf("safeJSON(%s) = %s decodes to %q (%v), want %q", b, out, m["k"], err, in)
 		}
+	}
+}
+
+// TestSafeJSONDEL: the JSON encoder writes DEL raw; safeJSON escapes it
+// (review of issue 13).
+func TestSafeJSONDEL(t *testing.T) {
+	b, err := json.Marshal(map[string]string{"reason": "pol\x7f\x7ficy"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := safeJSON(b)
+	if bytes.IndexByte(out, 0x7f) >= 0 {
+		t.Fatalf("safeJSON left DEL raw: %q", out)
+	}
+	var m map[string]string
+	if err := json.Unmarshal(out, &m); err != nil || m["reason"] != "pol\x7f\x7ficy" {
+		t.Fatalf("safeJSON(%s) = %s, decoding to %q (%v)", b, out, m["reason"], err)
+	}
+}
+
+// TestFold: inspect folds long values itself (at display columns, a wide
+// rune counting two), so that a terminal's wrap never starts a line with
+// text the signer chose.
+func TestFold(t *testing.T) {
+	for _, c := range []struct {
+		in    string
+		width int
+		want  []string
+	}{
+		{"short", 8, []string{"short"}},
+		{"", 8, []string{""}},
+		{"abcdefgh", 8, []string{"abcdefgh"}},
+		{"abcdefghi", 8, []string{"abcdefgh", "i"}},
+		{"日本語日本", 4, []string{"日本", "語日", "本"}},
+	} {
+		if got := fold(c.in, c.width); !slices.Equal(got, c.want) {
+			t.Errorf("fold(%q, %d) = %q, want %q", c.in, c.width, got, c.want)
+		}
+	}
+}
+
+// TestFileName: a file name that is not UTF-8 still gets its verify line
+// (review of issue 13), its invalid octets as \xNN.
+func TestFileName(t *testing.T) {
+	if got := fileName("bad\xff.json"); got != `bad\xff.json` {
+		t.Errorf("fileName = %q", got)
+	}
+	if got := fileName("ok ☃.json"); got != "ok ☃.json" {
+		t.Errorf("fileName changed a valid name: %q", got)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"io"
 	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/quantumlearningmachines/handoff"
@@ -79,8 +80,18 @@ func inspectElement(w io.Writer, label string, el handoff.Element, keys *trust.C
 	// Each row is one line whatever the element holds: its value is
 	// escaped as a whole (decision 52), so that no member can end the row
 	// and draw another (a "key verified" row under a NOT VERIFIED one).
+	// A long value is folded here, onto continuation lines that begin
+	// with "↳", before the terminal wraps it: a terminal's own wrap would
+	// start a line with whatever the signer put at that column, such as
+	// "  key      verified ...".
 	row := func(k, format string, args ...any) {
-		fmt.Fprintf(w, "  %-8s %s\n", k, safeText(fmt.Sprintf(format, args...)))
+		for i, part := range fold(safeText(fmt.Sprintf(format, args...)), foldWidth) {
+			if i == 0 {
+				fmt.Fprintf(w, "  %-8s %s\n", k, part)
+			} else {
+				fmt.Fprintf(w, "  %-8s ↳ %s\n", "", part)
+			}
+		}
 	}
 	row("digest", "sha-256 %s", d)
 	o, s, err := handoff.UnsafeDecode(el)
@@ -124,7 +135,7 @@ func inspectElement(w io.Writer, label string, el handoff.Element, keys *trust.C
 			row(fmt.Sprintf("refs[%d]", i), "%s %s %s%s", r.Kind, r.Dig.Alg, r.Dig, loc)
 		}
 		extras(row, o.Extra)
-		row("key", "%s", keyLine(el, o.Iss, keys))
+		keyRows(row, el, o.Iss, keys)
 	case s != nil:
 		row("type", "status")
 		row("state", "%s", s.State)
@@ -142,7 +153,7 @@ func inspectElement(w io.Writer, label string, el handoff.Element, keys *trust.C
 			row(fmt.Sprintf("refs[%d]", i), "%s %s %s", r.Kind, r.Dig.Alg, r.Dig)
 		}
 		extras(row, s.Extra)
-		row("key", "%s", keyLine(el, s.Iss, keys))
+		keyRows(row, el, s.Iss, keys)
 	}
 	fmt.Fprintln(w)
 	return o
@@ -160,15 +171,20 @@ func when(t int64) string {
 
 // keyLine says which trusted key verified the element, if a trust file was
 // given.
-func keyLine(el handoff.Element, iss string, keys *trust.Config) string {
+func keyRows(row func(k, format string, args ...any), el handoff.Element, iss string, keys *trust.Config) {
 	if keys == nil {
-		return "not checked (give --trust to check the signature)"
+		row("key", "not checked (give --trust to check the signature)")
+		return
 	}
 	k, err := handoff.VerifyElement(el, keys)
 	if err != nil {
-		return "NOT VERIFIED: " + err.Error()
+		row("key", "NOT VERIFIED: %v", err)
+		return
 	}
-	return fmt.Sprintf("verified with %s key %s bound to %s", k.Alg, k.Kid, iss)
+	// Two rows, each short enough not to be folded: the key, then whom
+	// the trust file binds it to.
+	row("key", "verified: %s key %s", k.Alg, k.Kid)
+	row("signer", "bound to %s", iss)
 }
 
 // drawChain draws the chain oldest first: each agent, and between two
@@ -188,9 +204,9 @@ func drawChain(w io.Writer, h *handoff.Handoff, offers []*handoff.Offer) {
 			if o.Prev != nil {
 				start = "(partial: earlier offers not carried)"
 			}
-			fmt.Fprintf(w, "  %s  %s\n", safeText(o.Iss), start)
+			fmt.Fprintf(w, "  %s  %s\n", agentLine(o.Iss), start)
 		} else if offers[i-1] == nil || offers[i-1].Aud != o.Iss {
-			fmt.Fprintf(w, "  %s  (DISCONTINUOUS: the previous offer went elsewhere)\n", safeText(o.Iss))
+			fmt.Fprintf(w, "  %s  (DISCONTINUOUS: the previous offer went elsewhere)\n", agentLine(o.Iss))
 		}
 		link := "starts the chain"
 		switch {
@@ -207,8 +223,37 @@ func drawChain(w io.Writer, h *handoff.Handoff, offers []*handoff.Offer) {
 		fmt.Fprintf(w, "      │ hop %s  %s  %s  %s\n", safeText(short(o.Hop)), els[i].Form,
 			time.Unix(o.Iat, 0).UTC().Format("15:04:05"), link)
 		fmt.Fprintf(w, "      ▼\n")
-		fmt.Fprintf(w, "  %s\n", safeText(o.Aud))
+		fmt.Fprintf(w, "  %s\n", agentLine(o.Aud))
 	}
+}
+
+// foldWidth is the widest value inspect prints on one line: with the
+// label column, a row stays within 80 columns.
+const foldWidth = 64
+
+// agentLine is an AgentId in the chain picture: escaped, folded like a
+// row's value, the continuation lines indented under it.
+func agentLine(id string) string {
+	return strings.Join(fold(safeText(id), foldWidth), "\n    ↳ ")
+}
+
+// fold cuts s into pieces of at most width columns, counting a rune of
+// the wide East Asian ranges (U+1100 and above, roughly) as two.
+func fold(s string, width int) []string {
+	var parts []string
+	start, cols := 0, 0
+	for i, r := range s {
+		w := 1
+		if r >= 0x1100 {
+			w = 2
+		}
+		if cols+w > width {
+			parts = append(parts, s[start:i])
+			start, cols = i, 0
+		}
+		cols += w
+	}
+	return append(parts, s[start:])
 }
 
 func short(s string) string {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strconv"
 	"time"
 
@@ -72,6 +73,15 @@ func writeKeyFile(path string, b []byte) error {
 		os.Remove(path)
 		return fmt.Errorf("%s: %w", path, err)
 	}
+	// The new name itself is durable only once its directory is synced.
+	d, err := os.Open(filepath.Dir(path))
+	if err != nil {
+		return fmt.Errorf("%s: syncing its directory: %w", path, err)
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("%s: syncing its directory: %w", path, err)
+	}
 	return nil
 }
 
@@ -105,8 +115,10 @@ func loadKey(e env, path string) (*ecdsa.PrivateKey, string, error) {
 		return nil, "", err
 	}
 	defer f.Close()
-	if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() && fi.Mode().Perm()&0o044 != 0 {
-		fmt.Fprintf(e.stderr, "handoff: warning: private key %s is readable by others (mode %#o); chmod 600 %s\n",
+	// As ssh does: any access for group or others (0o077). A key others
+	// can write can be swapped for theirs.
+	if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() && fi.Mode().Perm()&0o077 != 0 {
+		fmt.Fprintf(e.stderr, "handoff: warning: private key %s is accessible by others (mode %#o); chmod 600 %s\n",
 			safeText(path), fi.Mode().Perm(), safeText(path))
 	}
 	b, err := io.ReadAll(io.LimitReader(f, maxKeyFile+1))

@@ -181,7 +181,7 @@ func cmdVerify(e env, args []string) error {
 	allAccepted := true
 	for i, f := range files {
 		line := &wire.Map{}
-		line.Add("file", f)
+		line.Add("file", fileName(f))
 		if tooLarge[i] {
 			allAccepted = false
 			line.Add("result", string(handoff.Rejected))
@@ -269,7 +269,7 @@ func cmdVerifyStatus(e env, args []string) error {
 	all := true
 	for i, f := range files {
 		line := &wire.Map{}
-		line.Add("file", f)
+		line.Add("file", fileName(f))
 		el := handoff.ParseElement(inputs[i])
 		vs, err := handoff.VerifyStatus(el, h.Offer, handoff.StatusOptions{Keys: keys, Now: now.now})
 		var s *handoff.Status
