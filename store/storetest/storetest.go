@@ -80,6 +80,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"ConcurrentTransitionOneWinner", testConcurrentTransition},
 		{"ClosedStoreReturnsErrClosed", testClosed},
 	}
+	tests = append(tests, heldTests...) // held.go
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			tt.fn(t, open(t))

@@ -475,9 +475,14 @@ func (s *DB) Claim(ctx context.Context, r *store.Record) (*store.Record, bool, e
 
 // claimOne inserts the record if absent, in one autocommit statement
 // (prepared once: SQLite parses a statement anew for every unprepared
-// Exec), and returns the record now stored.
+// Exec), and returns the record now stored. A busy database is waited
+// out within ctx (retryBusy): a refused insert wrote nothing.
 func (s *DB) claimOne(ctx context.Context, r *store.Record) (*store.Record, bool, error) {
-	res, err := s.claim.ExecContext(ctx, claimArgs(r)...)
+	var res sql.Result
+	err := retryBusy(ctx, s.d, func() (err error) {
+		res, err = s.claim.ExecContext(ctx, claimArgs(r)...)
+		return err
+	})
 	if err != nil {
 		return nil, false, store.HopError(fmt.Errorf("store: claim: %w", err), r.Iss, r.Hop)
 	}
@@ -815,6 +820,9 @@ func (s *DB) Sweep(ctx context.Context, now time.Time, retention time.Duration) 
 	}
 	if _, err := s.db.ExecContext(ctx, s.q.pruneFlags, old); err != nil {
 		return total, fmt.Errorf("store: sweep: flags: %w", err)
+	}
+	if err := s.sweepHeld(ctx, cut); err != nil {
+		return total, fmt.Errorf("store: sweep: held cancels: %w", err)
 	}
 	return total, nil
 }
