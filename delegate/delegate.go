@@ -19,7 +19,6 @@ package delegate
 import (
 	"bytes"
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"sync"
@@ -567,11 +566,13 @@ func (d *Delegate) sign(o *handoff.Offer, dg handoff.Digest, state handoff.State
 }
 
 // ErrCanceled: the delegator canceled the hop before its work was
-// accepted, so the work must not start.
+// accepted, so the work must not start (or, from RecordOutcome, while it
+// ran, so its effect was not applied).
 var ErrCanceled = errors.New("delegate: the delegator canceled this hop")
 
 // ErrEquivocated: a second, different offer for the hop was seen before
-// its work was accepted or began, so the work must not start.
+// its work was accepted or began, so the work must not start (or, from
+// RecordOutcome, while it ran, so its effect was not applied).
 var ErrEquivocated = errors.New("delegate: the hop's offer was equivocated")
 
 // Accept takes the work of a hop recorded "received" (Config.Defer) and
@@ -800,42 +801,6 @@ func (d *Delegate) Finish(ctx context.Context, iss, hop string, out Outcome) (*h
 	// equivocation marked meanwhile makes it sign again, so a "failed"
 	// never goes out without reason equivocation on an equivocated hop.
 	st, _, err := d.conclude(ctx, r, func(*store.Record) Outcome { return out })
-	if err != nil {
-		return nil, err
-	}
-	return st, nil
-}
-
-// Transactional is a store whose records live in a SQL database that the
-// work can write too (store/sqlite, store/postgres).
-type Transactional interface {
-	RecordOutcome(ctx context.Context, iss, hop string, now time.Time, work func(*sql.Tx, *store.Record) (store.Outcome, error)) error
-}
-
-// RecordOutcome runs work, whose effect lives in the same database as the
-// hop records, and records the hop's outcome in the same transaction: the
-// record is present exactly when the effect took place. work returns the
-// outcome; on error nothing of it takes effect and the hop stays as it
-// was. It returns the status to send.
-func (d *Delegate) RecordOutcome(ctx context.Context, iss, hop string, work func(tx *sql.Tx) (Outcome, error)) (*handoff.Element, error) {
-	ts, ok := d.cfg.Store.(Transactional)
-	if !ok {
-		return nil, errors.New("delegate: the store has no transactions for the work (use Finish with an authoritative observation)")
-	}
-	var st *handoff.Element
-	err := ts.RecordOutcome(ctx, iss, hop, d.now(), func(tx *sql.Tx, r *store.Record) (store.Outcome, error) {
-		out, err := work(tx)
-		if err != nil {
-			return store.Outcome{}, err
-		}
-		if err := out.check(); err != nil {
-			return store.Outcome{}, store.HopError(err, iss, hop)
-		}
-		if st, err = d.status(r, out); err != nil {
-			return store.Outcome{}, err
-		}
-		return store.Outcome{State: out.State, Status: st.Octets, StatusForm: st.Form}, nil
-	})
 	if err != nil {
 		return nil, err
 	}
