@@ -902,10 +902,14 @@ func (d *Delegate) Recover(ctx context.Context) (int, error) {
 // recorded when known. Passing the cancel down the chain is the
 // delegator's side (package delegator).
 //
-// A cancel for a hop not recorded (it overtook its offer) is held, and
-// the error wraps store.ErrNotFound: if the offer arrives while the cancel
-// is held and the cancel verifies against it, the offer is rejected with
-// reason "policy", recorded as canceled, and the work never starts.
+// A cancel for a hop not recorded (it overtook its offer) is held in the
+// store (so a restart keeps it, and every replica sharing the store sees
+// it), and the error wraps store.ErrNotFound: if the offer arrives, at any
+// replica, while the cancel is held and the cancel verifies against it,
+// the offer is rejected with reason "policy", recorded as canceled, and
+// the work never starts. A cancel that cannot be held (its signature does
+// not verify, or the held cancels are at Config.HeldCancels.Total: the
+// error then wraps store.ErrHeldFull too) says "not held".
 func (d *Delegate) Cancel(ctx context.Context, status handoff.Element, iss, hop string) (*store.Record, error) {
 	r, err := d.cfg.Store.Get(ctx, iss, hop)
 	if errors.Is(err, store.ErrNotFound) {
