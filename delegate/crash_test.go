@@ -50,19 +50,19 @@ func TestCrashChild(t *testing.T) {
 	case "before":
 		// The work has begun: its effect is written inside the outcome
 		// transaction, which is still open when the process dies.
-		_, err = d.RecordOutcome(ctx, a.Iss, a.Hop, func(tx *sql.Tx) (delegate.Outcome, error) {
+		_, err = d.RecordOutcome(ctx, a.Iss, a.Hop, effectOnly(func(tx *sql.Tx) (delegate.Outcome, error) {
 			if _, err := tx.Exec(`INSERT INTO effects (hop) VALUES (?)`, a.Hop); err != nil {
 				return delegate.Outcome{}, err
 			}
 			os.Stdout.WriteString("working\n")
 			select {} // killed here, before the commit
-		})
+		}))
 		t.Fatalf("unreachable: %v", err)
 	case "after":
-		st, err := d.RecordOutcome(ctx, a.Iss, a.Hop, func(tx *sql.Tx) (delegate.Outcome, error) {
+		st, err := d.RecordOutcome(ctx, a.Iss, a.Hop, effectOnly(func(tx *sql.Tx) (delegate.Outcome, error) {
 			_, err := tx.Exec(`INSERT INTO effects (hop) VALUES (?)`, a.Hop)
 			return delegate.Outcome{State: store.Completed}, err
-		})
+		}))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -212,10 +212,10 @@ func TestCrashRecovery(t *testing.T) {
 				// The store finished its recovery and the effect's row is
 				// absent: the work did not take effect, and may now be done,
 				// once.
-				if _, err := d.RecordOutcome(ctx, o.Iss, o.Hop, func(tx *sql.Tx) (delegate.Outcome, error) {
+				if _, err := d.RecordOutcome(ctx, o.Iss, o.Hop, effectOnly(func(tx *sql.Tx) (delegate.Outcome, error) {
 					_, err := tx.Exec(`INSERT INTO effects (hop) VALUES (?)`, o.Hop)
 					return delegate.Outcome{State: store.Completed}, err
-				}); err != nil {
+				})); err != nil {
 					t.Fatal(err)
 				}
 			case "after":
@@ -229,9 +229,9 @@ func TestCrashRecovery(t *testing.T) {
 				if effects != 1 {
 					t.Fatalf("the committed effect is lost: %d rows", effects)
 				}
-				if _, err := d.RecordOutcome(ctx, o.Iss, o.Hop, func(*sql.Tx) (delegate.Outcome, error) {
+				if _, err := d.RecordOutcome(ctx, o.Iss, o.Hop, func(context.Context) (delegate.Effect, error) {
 					t.Fatal("work done twice")
-					return delegate.Outcome{}, nil
+					return nil, nil
 				}); err == nil {
 					t.Fatal("a second outcome was recorded")
 				}

@@ -19,10 +19,8 @@ package delegate
 import (
 	"bytes"
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -57,6 +55,11 @@ type Config struct {
 	// no status, and the caller decides later with Accept or Reject (a
 	// person approves, say). Otherwise it is accepted at once.
 	Defer bool
+	// HeldCancels bounds the cancels held, in the store, for offers not
+	// yet received: Total in all (default DefaultMaxHeld) and PerIss per
+	// status iss (default DefaultMaxHeldPerIss). Zero takes the default.
+	// See Cancel.
+	HeldCancels store.HoldLimits
 }
 
 // Delegate is a durable receiver of offers. Safe for concurrent use; many
@@ -69,10 +72,9 @@ type Delegate struct {
 	since atomic.Int64 // the Since recv was built with, UnixNano
 	now   func() time.Time
 
+	// Cancels that arrived before their offer are held in the store
+	// (held.go).
 	mu      sync.Mutex
-	held    map[string]heldCancel // cancels that arrived before their offer, by heldKey
-	heldIss map[string]int        // how many are held per status iss
-	heldSeq uint64
 	claimed map[string]string // hop of each offer claimed here lately, by heldKey
 	order   []string          // claimed's keys, oldest first (a ring of maxClaimed)
 	next    int
@@ -81,24 +83,6 @@ type Delegate struct {
 // maxClaimed bounds the offers whose hop a delegate remembers for a
 // cancel that names only its offer (Cancel with no hop).
 const maxClaimed = 4096
-
-// heldCancel is a "canceled" that overtook its offer. Only its signature
-// can be checked before the offer arrives (D9 binds the offer's digest and
-// parties), so it is kept, bounded and for a limited time.
-type heldCancel struct {
-	status handoff.Element
-	iss    string
-	until  time.Time
-	seq    uint64 // order of arrival
-}
-
-// maxHeld bounds the cancels held for offers not yet received, and
-// maxHeldPerIss those of one delegator, so that one (trusted, but
-// flooding) delegator cannot push out the others' early cancels.
-const (
-	maxHeld       = 4096
-	maxHeldPerIss = 256
-)
 
 // New validates cfg and returns a Delegate. The store's Since turns on the
 // restart rule: offers issued before the store's memory begins are refused
@@ -117,7 +101,16 @@ func New(ctx context.Context, cfg Config) (*Delegate, error) {
 	if err != nil {
 		return nil, err
 	}
-	d := &Delegate{cfg: cfg, held: map[string]heldCancel{}, heldIss: map[string]int{}, claimed: map[string]string{}}
+	if cfg.HeldCancels.Total < 0 || cfg.HeldCancels.PerIss < 0 {
+		return nil, errors.New("delegate: the bounds of the held cancels must not be negative")
+	}
+	if cfg.HeldCancels.Total == 0 {
+		cfg.HeldCancels.Total = DefaultMaxHeld
+	}
+	if cfg.HeldCancels.PerIss == 0 {
+		cfg.HeldCancels.PerIss = DefaultMaxHeldPerIss
+	}
+	d := &Delegate{cfg: cfg, claimed: map[string]string{}}
 	if err := d.setSince(since); err != nil {
 		return nil, err
 	}
@@ -231,7 +224,10 @@ func (d *Delegate) Receive(ctx context.Context, b []byte, dialog string, authent
 		return d.claim(ctx, a, o, res.Handoff.Offer, dg, store.Rejected, st, authenticated, false)
 	case handoff.Accepted:
 		offer := res.Handoff.Offer
-		k, canceled := d.heldFor(o.Iss, offer, dg)
+		k, canceled, err := d.heldFor(ctx, o.Iss, offer, dg)
+		if err != nil {
+			return nil, err // not claimed: the offer asked again looks again
+		}
 		state, st := store.Accepted, (*handoff.Element)(nil)
 		switch {
 		case canceled:
@@ -306,15 +302,22 @@ func (d *Delegate) claim(ctx context.Context, a *Answer, o *handoff.Offer, offer
 // "failed" with no effect and not taken. Any other record (received, or
 // made by another claim of the hop) gets the cancel as Cancel would give
 // it.
-func (d *Delegate) afterClaim(ctx context.Context, a *Answer, offer handoff.Element, dg handoff.Digest, k string, found bool) (*Answer, error) {
+func (d *Delegate) afterClaim(ctx context.Context, a *Answer, offer handoff.Element, dg handoff.Digest, k heldRef, found bool) (*Answer, error) {
 	if !found {
-		if k, found = d.heldFor(a.Iss, offer, dg); !found {
+		var err error
+		if k, found, err = d.heldFor(ctx, a.Iss, offer, dg); err != nil {
+			return d.heldLookFailed(ctx, a, err)
+		}
+		if !found {
 			return a, nil
 		}
 	}
-	if !d.takeHeld(k) {
+	if took, err := d.takeHeld(ctx, k); err == nil && !took {
 		return a, nil // Cancel took it, and applies it
 	}
+	// Taken out here, or the take failed and who took it is not known:
+	// the cancel verified against this offer, so it is applied either way
+	// (applied twice, the second finds the hop canceled or terminal).
 	r := a.Record
 	switch {
 	case r.Canceled:
@@ -563,11 +566,13 @@ func (d *Delegate) sign(o *handoff.Offer, dg handoff.Digest, state handoff.State
 }
 
 // ErrCanceled: the delegator canceled the hop before its work was
-// accepted, so the work must not start.
+// accepted, so the work must not start (or, from RecordOutcome, while it
+// ran, so its effect was not applied).
 var ErrCanceled = errors.New("delegate: the delegator canceled this hop")
 
 // ErrEquivocated: a second, different offer for the hop was seen before
-// its work was accepted or began, so the work must not start.
+// its work was accepted or began, so the work must not start (or, from
+// RecordOutcome, while it ran, so its effect was not applied).
 var ErrEquivocated = errors.New("delegate: the hop's offer was equivocated")
 
 // Accept takes the work of a hop recorded "received" (Config.Defer) and
@@ -802,42 +807,6 @@ func (d *Delegate) Finish(ctx context.Context, iss, hop string, out Outcome) (*h
 	return st, nil
 }
 
-// Transactional is a store whose records live in a SQL database that the
-// work can write too (store/sqlite, store/postgres).
-type Transactional interface {
-	RecordOutcome(ctx context.Context, iss, hop string, now time.Time, work func(*sql.Tx, *store.Record) (store.Outcome, error)) error
-}
-
-// RecordOutcome runs work, whose effect lives in the same database as the
-// hop records, and records the hop's outcome in the same transaction: the
-// record is present exactly when the effect took place. work returns the
-// outcome; on error nothing of it takes effect and the hop stays as it
-// was. It returns the status to send.
-func (d *Delegate) RecordOutcome(ctx context.Context, iss, hop string, work func(tx *sql.Tx) (Outcome, error)) (*handoff.Element, error) {
-	ts, ok := d.cfg.Store.(Transactional)
-	if !ok {
-		return nil, errors.New("delegate: the store has no transactions for the work (use Finish with an authoritative observation)")
-	}
-	var st *handoff.Element
-	err := ts.RecordOutcome(ctx, iss, hop, d.now(), func(tx *sql.Tx, r *store.Record) (store.Outcome, error) {
-		out, err := work(tx)
-		if err != nil {
-			return store.Outcome{}, err
-		}
-		if err := out.check(); err != nil {
-			return store.Outcome{}, store.HopError(err, iss, hop)
-		}
-		if st, err = d.status(r, out); err != nil {
-			return store.Outcome{}, err
-		}
-		return store.Outcome{State: out.State, Status: st.Octets, StatusForm: st.Form}, nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	return st, nil
-}
-
 // Unknown keeps a taken hop "accepted" because its outcome cannot be
 // learned now (a lookup timed out, the record of the effect was lost) and
 // flags it to the operator. The delegate never guesses: the hop stays
@@ -933,23 +902,27 @@ func (d *Delegate) Recover(ctx context.Context) (int, error) {
 // recorded when known. Passing the cancel down the chain is the
 // delegator's side (package delegator).
 //
-// A cancel for a hop not recorded (it overtook its offer) is held, and
-// the error wraps store.ErrNotFound: if the offer arrives while the cancel
-// is held and the cancel verifies against it, the offer is rejected with
-// reason "policy", recorded as canceled, and the work never starts.
+// A cancel for a hop not recorded (it overtook its offer) is held in the
+// store (so a restart keeps it, and every replica sharing the store sees
+// it), and the error wraps store.ErrNotFound: if the offer arrives, at any
+// replica, while the cancel is held and the cancel verifies against it,
+// the offer is rejected with reason "policy", recorded as canceled, and
+// the work never starts. A cancel that cannot be held (its signature does
+// not verify, or the held cancels are at Config.HeldCancels.Total: the
+// error then wraps store.ErrHeldFull too) says "not held".
 func (d *Delegate) Cancel(ctx context.Context, status handoff.Element, iss, hop string) (*store.Record, error) {
 	r, err := d.cfg.Store.Get(ctx, iss, hop)
 	if errors.Is(err, store.ErrNotFound) {
-		k, herr := d.hold(status)
+		k, herr := d.hold(ctx, status)
 		if herr != nil {
-			return nil, fmt.Errorf("%w; the cancel is not held: %v", err, herr)
+			return nil, fmt.Errorf("%w; the cancel is not held: %w", err, herr)
 		}
 		// The offer's claim may have committed since the read above, and
 		// looked for held cancels before this one was held: read again
 		// (see afterClaim), by the hop the claim noted when the caller
 		// knows only the offer's digest. Whichever takes the held cancel
 		// out applies it.
-		if h, ok := d.claimedHop(k); ok && (hop == "" || hop == h) {
+		if h, ok := d.claimedHop(k.key()); ok && (hop == "" || hop == h) {
 			hop = h
 		}
 		if hop == "" {
@@ -970,7 +943,7 @@ func (d *Delegate) Cancel(ctx context.Context, status handoff.Element, iss, hop 
 		// Taken out here, or by Receive, which applied it or dropped it
 		// as not verifying against the offer: a record already canceled
 		// is left as it is; otherwise the checks below tell.
-		d.takeHeld(k)
+		d.takeHeld(ctx, k) // a take that fails leaves it to be swept: only a new offer looks for it
 		if r.Canceled {
 			return r, nil
 		}
@@ -985,7 +958,7 @@ func (d *Delegate) Cancel(ctx context.Context, status handoff.Element, iss, hop 
 	if vs.Status.State != handoff.StateCanceled {
 		return nil, store.HopError(fmt.Errorf("delegate: the status is %q, not canceled", vs.Status.State), iss, hop)
 	}
-	d.takeHeld(heldKey(vs.Status.Iss, vs.Status.Offer)) // a copy held earlier is applied here
+	d.takeHeld(ctx, heldRef{vs.Status.Iss, vs.Status.Offer}) // a copy held earlier is applied here
 	return d.canceled(ctx, r)
 }
 
@@ -1022,104 +995,6 @@ func (d *Delegate) canceled(ctx context.Context, r *store.Record) (*store.Record
 	return r, nil
 }
 
-// hold keeps a cancel for an offer not yet received, until that offer
-// would be stale anyway. Only a cancel whose signature verifies with a key
-// bound to its iss is held (the rest of D9 waits for the offer), at most
-// maxHeldPerIss per iss and maxHeld in all; when full, the expired go
-// first, then the oldest of that iss (or, when the total is the bound, the
-// oldest of all). It returns the held cancel's key, or why it is not held.
-func (d *Delegate) hold(status handoff.Element) (string, error) {
-	_, st, err := handoff.UnsafeDecode(status)
-	if err != nil || st == nil || st.State != handoff.StateCanceled {
-		return "", fmt.Errorf("not a canceled status: %v", err)
-	}
-	if _, err := handoff.VerifyElement(status, d.cfg.Options.Keys); err != nil {
-		return "", err
-	}
-	life := d.cfg.Options.MaxLifetime
-	if life <= 0 {
-		life = 300 * time.Second
-	}
-	now := d.now()
-	k := heldKey(st.Iss, st.Offer)
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if old, ok := d.held[k]; ok {
-		d.dropHeld(k, old)
-	}
-	if len(d.held) >= maxHeld || d.heldIss[st.Iss] >= maxHeldPerIss {
-		for hk, h := range d.held {
-			if now.After(h.until) {
-				d.dropHeld(hk, h)
-			}
-		}
-	}
-	for d.heldIss[st.Iss] >= maxHeldPerIss || len(d.held) >= maxHeld {
-		only := d.heldIss[st.Iss] >= maxHeldPerIss
-		var ok string
-		var oldest heldCancel
-		for hk, h := range d.held {
-			if (!only || h.iss == st.Iss) && (ok == "" || h.seq < oldest.seq) {
-				ok, oldest = hk, h
-			}
-		}
-		d.dropHeld(ok, oldest)
-	}
-	d.heldSeq++
-	d.held[k] = heldCancel{status: status, iss: st.Iss, until: now.Add(life + 2*d.skew()), seq: d.heldSeq}
-	d.heldIss[st.Iss]++
-	return k, nil
-}
-
-// heldKey names a held cancel by its iss and the offer digest it names:
-// by the digest alone, a cancel from another trusted issuer naming the
-// same offer would replace the delegator's own, and the work would run.
-// Only the one whose iss is the offer's iss can verify against it (D9).
-func heldKey(iss string, offer handoff.Digest) string {
-	return strconv.Quote(iss) + " " + offer.Alg + ":" + offer.String()
-}
-
-// dropHeld forgets a held cancel; d.mu is held.
-func (d *Delegate) dropHeld(k string, h heldCancel) {
-	delete(d.held, k)
-	if d.heldIss[h.iss]--; d.heldIss[h.iss] <= 0 {
-		delete(d.heldIss, h.iss)
-	}
-}
-
-// heldFor looks for a held cancel from iss, the offer's iss, that
-// verifies against offer (D9: signed by offer.iss, addressed to
-// offer.aud, naming this offer, whose handoff digest is dg). It returns
-// its key and whether there is one, and leaves it held: it is taken out
-// (takeHeld) only once the hop's record says so, so that a claim that
-// fails, or an offer delivered twice at once, does not lose it. One that
-// has expired or does not verify is dropped.
-func (d *Delegate) heldFor(iss string, offer handoff.Element, dg handoff.Digest) (string, bool) {
-	d.mu.Lock()
-	if len(d.held) == 0 {
-		d.mu.Unlock()
-		return "", false
-	}
-	k := heldKey(iss, dg)
-	h, ok := d.held[k]
-	d.mu.Unlock()
-	if !ok {
-		return k, false
-	}
-	if !d.now().After(h.until) {
-		vs, err := handoff.VerifyStatus(h.status, offer, handoff.StatusOptions{Keys: d.cfg.Options.Keys, Now: d.now, Skew: d.cfg.Options.Skew})
-		if err == nil && vs.Status.State == handoff.StateCanceled {
-			return k, true
-		}
-	}
-	d.mu.Lock()
-	if cur, ok := d.held[k]; ok && cur.seq == h.seq {
-		d.dropHeld(k, cur)
-	}
-	d.mu.Unlock()
-	return k, false
-}
-
 // recordClaimed notes the hop of an offer (iss, digest dg) just claimed,
 // before afterClaim looks for a held cancel, so that a Cancel that names
 // no hop (a host that knows only the digest the cancel names) and held
@@ -1148,19 +1023,6 @@ func (d *Delegate) claimedHop(k string) (string, bool) {
 	defer d.mu.Unlock()
 	hop, ok := d.claimed[k]
 	return hop, ok
-}
-
-// takeHeld takes the cancel held under k out, and reports whether this
-// call did: of the callers racing on one held cancel, exactly one applies
-// it.
-func (d *Delegate) takeHeld(k string) bool {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	h, ok := d.held[k]
-	if ok {
-		d.dropHeld(k, h)
-	}
-	return ok
 }
 
 // Sweep removes the records that may go now (see store.Store.Sweep). It

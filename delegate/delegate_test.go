@@ -363,12 +363,12 @@ func TestRecordOutcome(t *testing.T) {
 		t.Fatal("not taken")
 	}
 	boom := errors.New("disk full")
-	_, err = d.RecordOutcome(ctx, o.Iss, o.Hop, func(tx *sql.Tx) (delegate.Outcome, error) {
+	_, err = d.RecordOutcome(ctx, o.Iss, o.Hop, effectOnly(func(tx *sql.Tx) (delegate.Outcome, error) {
 		if _, err := tx.Exec(`INSERT INTO effects (hop) VALUES (?)`, o.Hop); err != nil {
 			return delegate.Outcome{}, err
 		}
 		return delegate.Outcome{}, boom
-	})
+	}))
 	if !errors.Is(err, boom) {
 		t.Fatalf("got %v", err)
 	}
@@ -378,17 +378,17 @@ func TestRecordOutcome(t *testing.T) {
 	if r, _ := s.Get(ctx, o.Iss, o.Hop); r.State != store.Accepted {
 		t.Fatalf("state %s after a failed attempt", r.State)
 	}
-	st, err := d.RecordOutcome(ctx, o.Iss, o.Hop, func(tx *sql.Tx) (delegate.Outcome, error) {
+	st, err := d.RecordOutcome(ctx, o.Iss, o.Hop, effectOnly(func(tx *sql.Tx) (delegate.Outcome, error) {
 		_, err := tx.Exec(`INSERT INTO effects (hop) VALUES (?)`, o.Hop)
 		return delegate.Outcome{State: store.Completed}, err
-	})
+	}))
 	if err != nil || statusOf(t, w, st, b).State != handoff.StateCompleted || count(t, s.DB()) != 1 {
 		t.Fatalf("outcome: %v", err)
 	}
 	// Never twice.
-	_, err = d.RecordOutcome(ctx, o.Iss, o.Hop, func(tx *sql.Tx) (delegate.Outcome, error) {
+	_, err = d.RecordOutcome(ctx, o.Iss, o.Hop, func(context.Context) (delegate.Effect, error) {
 		t.Fatal("work ran again")
-		return delegate.Outcome{}, nil
+		return nil, nil
 	})
 	if !errors.Is(err, store.ErrConflict) {
 		t.Fatalf("second outcome: %v", err)
@@ -555,4 +555,9 @@ func TestCancelBeforeOffer(t *testing.T) {
 	if a, _ := d.Receive(ctx, b2, "ctx", true); !a.Take {
 		t.Fatalf("a forged early cancel stopped the offer: %+v", a)
 	}
+}
+
+// effectOnly is work with no slow part: its Effect is f.
+func effectOnly(f func(tx *sql.Tx) (delegate.Outcome, error)) func(context.Context) (delegate.Effect, error) {
+	return func(context.Context) (delegate.Effect, error) { return f, nil }
 }

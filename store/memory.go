@@ -23,6 +23,10 @@ type Memory struct {
 	nextID int64
 	since  time.Time
 	closed bool
+	// held: the held cancels by heldKey, and the last order number given
+	// (memory_held.go).
+	held    map[string]memHeld
+	heldSeq uint64
 }
 
 // NewMemory returns an empty store whose memory begins at now.
@@ -261,6 +265,7 @@ func (m *Memory) Sweep(_ context.Context, now time.Time, retention time.Duration
 		}
 	}
 	m.flags = slices.DeleteFunc(m.flags, func(f Flag) bool { return flagMayGo(f, now, retention) })
+	m.sweepHeld(now)
 	return n, nil
 }
 

@@ -222,5 +222,9 @@ type Store interface {
 	// Forget drops every hop record (not the flags) and sets Since to now.
 	Forget(ctx context.Context, now time.Time) error
 
+	// HeldCancels keeps cancels that overtook their offers (held.go);
+	// Sweep also removes those past their KeepUntil.
+	HeldCancels
+
 	Close() error
 }

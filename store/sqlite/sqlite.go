@@ -85,7 +85,23 @@ CREATE INDEX issued_due ON issued (resolved, next_ask)`,
 		// cannot be learned (store.Store.Release); 0 when not released.
 		// A claim leaves it at the default: the claim statement is as
 		// before.
-		`ALTER TABLE hops ADD COLUMN released INTEGER NOT NULL DEFAULT 0`},
+		`ALTER TABLE hops ADD COLUMN released INTEGER NOT NULL DEFAULT 0`,
+		// held cancels: a "canceled" that arrived before its offer
+		// (store.HeldCancels), kept so that a restart keeps it and every
+		// process sharing the database sees it. Small and bounded
+		// (store.HoldLimits): no index beyond the key. seq is the order
+		// in which the store held them (the oldest of an iss goes first).
+		`CREATE TABLE held_cancels (
+  iss TEXT NOT NULL,
+  offer_alg TEXT NOT NULL,
+  offer BLOB NOT NULL,
+  status BLOB NOT NULL,
+  status_form INTEGER NOT NULL,
+  arrived INTEGER NOT NULL,
+  keep_until INTEGER NOT NULL,
+  seq INTEGER NOT NULL,
+  PRIMARY KEY (iss, offer_alg, offer)
+)`},
 }
 
 // DSN returns the driver's data source name for a database file: WAL,

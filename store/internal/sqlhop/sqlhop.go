@@ -26,8 +26,8 @@ type Dialect struct {
 	// is read, so that concurrent openers apply each migration once.
 	LockMigrations string
 	// ForUpdate is appended to the SELECT that reads a hop inside
-	// RecordOutcome ("FOR UPDATE" in PostgreSQL; SQLite transactions are
-	// IMMEDIATE and already hold the write lock).
+	// RecordOutcome's short transaction ("FOR UPDATE" in PostgreSQL;
+	// SQLite transactions are IMMEDIATE and already hold the write lock).
 	ForUpdate string
 	Dollar    bool // placeholders are $1, $2 ... instead of ?
 	// LockWork, run in the Issue transaction with the work's name, keeps
@@ -475,9 +475,14 @@ func (s *DB) Claim(ctx context.Context, r *store.Record) (*store.Record, bool, e
 
 // claimOne inserts the record if absent, in one autocommit statement
 // (prepared once: SQLite parses a statement anew for every unprepared
-// Exec), and returns the record now stored.
+// Exec), and returns the record now stored. A busy database is waited
+// out within ctx (retryBusy): a refused insert wrote nothing.
 func (s *DB) claimOne(ctx context.Context, r *store.Record) (*store.Record, bool, error) {
-	res, err := s.claim.ExecContext(ctx, claimArgs(r)...)
+	var res sql.Result
+	err := retryBusy(ctx, s.d, func() (err error) {
+		res, err = s.claim.ExecContext(ctx, claimArgs(r)...)
+		return err
+	})
 	if err != nil {
 		return nil, false, store.HopError(fmt.Errorf("store: claim: %w", err), r.Iss, r.Hop)
 	}
@@ -613,49 +618,6 @@ func (s *DB) transition(ctx context.Context, ex execer, iss, hop string, from, t
 		return fmt.Errorf("%w: hop's equivocated mark is %v, not %v", store.ErrConflict, r.Equivocated, *equivocated)
 	}
 	return fmt.Errorf("%w: hop is %s, not %s", store.ErrConflict, r.State, from)
-}
-
-// RecordOutcome runs work and records the hop's outcome in one database
-// transaction (draft "Knowing the Outcome"): the record is present exactly
-// when work's effect committed. work gets the transaction for its own
-// writes and the hop's record as it stands (locked against other
-// writers), and returns the outcome to record. If work returns an error,
-// or the commit fails, nothing is recorded and nothing of work's writes
-// takes effect.
-func (s *DB) RecordOutcome(ctx context.Context, iss, hop string, now time.Time, work func(tx *sql.Tx, r *store.Record) (store.Outcome, error)) error {
-	if err := s.open(); err != nil {
-		return err
-	}
-	tx, err := s.db.BeginTx(ctx, nil)
-	if err != nil {
-		return store.HopError(fmt.Errorf("store: outcome: %w", err), iss, hop)
-	}
-	defer tx.Rollback()
-	r, err := scanHop(tx.QueryRowContext(ctx, s.q.getForUpdate, iss, hop))
-	if err != nil {
-		return store.HopError(err, iss, hop)
-	}
-	if r.State != store.Received && r.State != store.Accepted {
-		return store.HopError(fmt.Errorf("%w: hop is already %s", store.ErrConflict, r.State), iss, hop)
-	}
-	out, err := work(tx, r)
-	if err != nil {
-		return err
-	}
-	if out.State != store.Completed && out.State != store.Failed {
-		return store.HopError(fmt.Errorf("store: an outcome is completed or failed, not %q", out.State), iss, hop)
-	}
-	if err := s.transition(ctx, tx, iss, hop, r.State, out.State, nil, out.Status, out.StatusForm, now); err != nil {
-		return store.HopError(err, iss, hop)
-	}
-	if err := tx.Commit(); err != nil {
-		// The commit may have taken effect with its acknowledgement lost:
-		// the outcome is unknown to this caller, but not lost, since the
-		// record is present exactly when the work's effect committed.
-		return store.HopError(fmt.Errorf("store: outcome: commit failed, so whether the work and its outcome took effect is unknown "+
-			"(read the hop: its outcome is recorded exactly when the work's effect committed): %w", err), iss, hop)
-	}
-	return nil
 }
 
 // Release implements store.Store.
@@ -815,6 +777,9 @@ func (s *DB) Sweep(ctx context.Context, now time.Time, retention time.Duration) 
 	}
 	if _, err := s.db.ExecContext(ctx, s.q.pruneFlags, old); err != nil {
 		return total, fmt.Errorf("store: sweep: flags: %w", err)
+	}
+	if err := s.sweepHeld(ctx, cut); err != nil {
+		return total, fmt.Errorf("store: sweep: held cancels: %w", err)
 	}
 	return total, nil
 }

@@ -1,0 +1,112 @@
+package delegate
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/quantumlearningmachines/handoff"
+	"github.com/quantumlearningmachines/handoff/store"
+)
+
+// Transactional is a store whose records live in a SQL database that the
+// work can write too (store/sqlite, store/postgres).
+type Transactional interface {
+	RecordOutcome(ctx context.Context, iss, hop string, now func() time.Time, work func(context.Context, *store.Record) (store.Effect, error)) error
+}
+
+// Effect is the last, quick part of taken work whose effect lives in the
+// same database as the hop records: it makes the work's writes in tx and
+// returns the outcome. It runs in the one short transaction that records
+// the outcome, so the slow part of the work must be done before, outside
+// it (see RecordOutcome).
+type Effect func(tx *sql.Tx) (Outcome, error)
+
+// RecordOutcome runs taken work whose effect lives in the same database as
+// the hop records, and records the hop's outcome in the same transaction
+// as the effect: the outcome is recorded exactly when the effect
+// committed (draft "Knowing the Outcome", "Kept Records").
+//
+// work is the slow part, run outside any transaction, so that intake
+// (claims, cancels, marks, flags of other hops) never waits on it; it has
+// no effect of its own and returns the Effect that writes its result. The
+// Effect then runs in one short transaction, on the hop as it stands then:
+//
+//   - terminal meanwhile (another outcome or a failure was recorded): the
+//     Effect never runs, nothing takes effect, and the error wraps
+//     store.ErrConflict;
+//   - canceled or equivocated meanwhile: the Effect never runs, so the
+//     work takes no effect, and the hop is recorded "failed" with no refs
+//     (reason "policy" for a cancel, "equivocation" for a second offer):
+//     the stop the cancel asked for, failing safe. That status is returned
+//     to send, with an error wrapping ErrCanceled or ErrEquivocated;
+//   - otherwise the Effect makes its writes and the outcome it returns is
+//     signed and recorded with them.
+//
+// If work or the Effect returns an error, nothing of it takes effect and
+// the hop stays as it was. It returns the status to send.
+func (d *Delegate) RecordOutcome(ctx context.Context, iss, hop string, work func(ctx context.Context) (Effect, error)) (*handoff.Element, error) {
+	ts, ok := d.cfg.Store.(Transactional)
+	if !ok {
+		return nil, errors.New("delegate: the store has no transactions for the work (use Finish with an authoritative observation)")
+	}
+	var st *handoff.Element
+	var stopped *store.Record // the hop as found canceled or equivocated in the short transaction
+	err := ts.RecordOutcome(ctx, iss, hop, d.now, func(ctx context.Context, _ *store.Record) (store.Effect, error) {
+		apply, err := work(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if apply == nil {
+			return nil, store.HopError(errors.New("delegate: the work returned no effect to record"), iss, hop)
+		}
+		return func(tx *sql.Tx, r *store.Record) (store.Outcome, error) {
+			// r is the hop as it stands now, locked: the status is signed
+			// for it, so a "failed" on an equivocated hop carries reason
+			// equivocation (draft "Forks, Concurrency, and Equivocation").
+			var out Outcome
+			if r.Canceled || r.Equivocated {
+				out, stopped = stoppedWhileWorking(r), r
+			} else {
+				if out, err = apply(tx); err != nil {
+					return store.Outcome{}, err
+				}
+				if err := out.check(); err != nil {
+					return store.Outcome{}, store.HopError(err, iss, hop)
+				}
+			}
+			if st, err = d.status(r, out); err != nil {
+				return store.Outcome{}, err
+			}
+			return store.Outcome{State: out.State, Status: st.Octets, StatusForm: st.Form}, nil
+		}, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if stopped != nil {
+		var errs []error
+		if stopped.Equivocated {
+			errs = append(errs, ErrEquivocated)
+		}
+		if stopped.Canceled {
+			errs = append(errs, ErrCanceled)
+		}
+		return st, store.HopError(fmt.Errorf("%w: the hop was recorded failed while the work ran; the work's effect was not applied",
+			errors.Join(errs...)), iss, hop)
+	}
+	return st, nil
+}
+
+// stoppedWhileWorking is the outcome of work whose hop was canceled or
+// equivocated while it ran: its effect is never applied, so it took none.
+func stoppedWhileWorking(r *store.Record) Outcome {
+	out := Outcome{State: store.Failed, Reason: handoff.ReasonPolicy, NoEffect: true,
+		Detail: "canceled by the delegator while the work ran; its effect was not applied"}
+	if r.Equivocated {
+		out.Detail = "a second, different offer for this hop arrived while the work ran; its effect was not applied"
+	}
+	return out
+}

@@ -1,0 +1,96 @@
+package delegate_test
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/quantumlearningmachines/handoff"
+	"github.com/quantumlearningmachines/handoff/delegate"
+	"github.com/quantumlearningmachines/handoff/store"
+	"github.com/quantumlearningmachines/handoff/store/sqlite"
+)
+
+// openSQLiteStore opens a fresh SQLite store whose memory began an hour
+// ago, with an effects table for the work.
+func openSQLiteStore(t *testing.T, w *world) *sqlite.Store {
+	t.Helper()
+	s, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "hops.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	if err := s.Forget(context.Background(), w.clock().Add(-time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.DB().Exec(`CREATE TABLE effects (hop TEXT PRIMARY KEY)`); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// "Knowing the Outcome", Lifecycle (canceled) and "Forks, Concurrency, and
+// Equivocation": a hop canceled, or equivocated, while RecordOutcome's
+// work runs (outside any transaction) never gets the work's effect: the
+// Effect is not applied, and the hop is recorded failed with no refs
+// (reason policy, or equivocation), returned to send with ErrCanceled or
+// ErrEquivocated.
+func TestRecordOutcomeStoppedWhileWorking(t *testing.T) {
+	ctx := context.Background()
+	for _, c := range []struct {
+		name    string
+		meddle  func(t *testing.T, w *world, d *delegate.Delegate, b []byte, o *handoff.Offer)
+		sentry  error
+		reason  handoff.Reason
+		cancel  bool
+		equivoc bool
+	}{
+		{"canceled", func(t *testing.T, w *world, d *delegate.Delegate, b []byte, o *handoff.Offer) {
+			if _, err := d.Cancel(ctx, cancelStatus(t, w, b), o.Iss, o.Hop); err != nil {
+				t.Errorf("Cancel: %v", err)
+			}
+		}, delegate.ErrCanceled, handoff.ReasonPolicy, true, false},
+		{"equivocated", func(t *testing.T, w *world, d *delegate.Delegate, _ []byte, o *handoff.Offer) {
+			second, _ := w.offer(o.Hop)
+			if _, err := d.Receive(ctx, second, "ctx", true); err != nil {
+				t.Errorf("second offer: %v", err)
+			}
+		}, delegate.ErrEquivocated, handoff.ReasonEquivocation, false, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			w := newWorld(t)
+			s := openSQLiteStore(t, w)
+			d := w.delegate(s, nil)
+			b, o := w.offer("")
+			if a, err := d.Receive(ctx, b, "ctx", true); err != nil || !a.Take {
+				t.Fatalf("Receive: %+v, %v", a, err)
+			}
+			applied := false
+			st, err := d.RecordOutcome(ctx, o.Iss, o.Hop, func(context.Context) (delegate.Effect, error) {
+				c.meddle(t, w, d, b, o) // while the slow part runs
+				return func(tx *sql.Tx) (delegate.Outcome, error) {
+					applied = true
+					_, err := tx.Exec(`INSERT INTO effects (hop) VALUES (?)`, o.Hop)
+					return delegate.Outcome{State: store.Completed}, err
+				}, nil
+			})
+			if !errors.Is(err, c.sentry) {
+				t.Fatalf("RecordOutcome = %v; want %v", err, c.sentry)
+			}
+			if applied || count(t, s.DB()) != 0 {
+				t.Fatal("the work's effect was applied on a hop stopped while it ran")
+			}
+			got := statusOf(t, w, st, b)
+			if got.State != handoff.StateFailed || got.Reason != c.reason || len(got.Refs) != 0 {
+				t.Fatalf("status %s, %s, refs %v; want failed, %s, no refs", got.State, got.Reason, got.Refs, c.reason)
+			}
+			r, err := s.Get(ctx, o.Iss, o.Hop)
+			if err != nil || r.State != store.Failed || r.Canceled != c.cancel || r.Equivocated != c.equivoc || string(r.Status) != string(st.Octets) {
+				t.Fatalf("record %+v, %v; want failed with the returned status", r, err)
+			}
+		})
+	}
+}
