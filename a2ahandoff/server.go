@@ -313,10 +313,21 @@ func (x *Executor) Execute(ctx context.Context, rc *a2asrv.RequestContext, q eve
 		// verified to address a status to.
 		return x.refuse(ctx, rc, q, nil, "rejected (bad-signature): "+err.Error())
 	}
+	// The carrier's one parse of the Handoff: the claimed iss, for the
+	// authentication question and the task's owner; delegate.Receive
+	// parses and verifies the octets itself.
+	iss := claimedIss(b, x.cfg.Delegate.Options.Limits)
+	if rc.StoredTask != nil {
+		// One task, one delegator: an offer joins an existing task only
+		// from the delegator of the task's first hop.
+		if why := x.joinRefusal(ctx, rc.StoredTask, iss); why != "" {
+			return x.refuse(ctx, rc, q, nil, why)
+		}
+	}
 	// The dialog is the task's contextId. When the message named none,
 	// the server made one up, and the offer cannot name it: rejected
 	// with "policy" rather than skipping step 5 (fail safe).
-	a, err := x.d.Receive(ctx, b, rc.ContextID, x.authenticated(ctx, claimedIss(b, x.cfg.Delegate.Options.Limits)))
+	a, err := x.d.Receive(ctx, b, rc.ContextID, x.authenticated(ctx, iss))
 	if err != nil {
 		return fmt.Errorf("a2ahandoff: receiving the offer: %w", err) // nothing was decided
 	}
@@ -399,6 +410,32 @@ func claimedIss(b []byte, lim handoff.Limits) string {
 		return ""
 	}
 	return o.Iss
+}
+
+// joinRefusal says why an offer claiming iss may not join the existing
+// task t, "" when it may: only the delegator of the task's first hop
+// runs work in it, as the host authenticated it (as for a follow-up
+// message). Anyone else who learned the task id would otherwise run its
+// own work inside the task, see its history, and, by canceling its own
+// hop, end the task CANCELED under the first delegator's hop. The offer
+// is refused before the delegate sees it (decision 53): nothing is
+// recorded or signed and no work is taken, so the offer, sent in a task
+// of its own, is processed as new. A task whose first Handoff was not
+// taken, or cannot be read, takes no offer (fail safe); a task with no
+// Handoff at all (AllowPlain) is nobody's hop.
+func (x *Executor) joinRefusal(ctx context.Context, t *a2a.Task, iss string) string {
+	first, err := x.hopOfTask(ctx, t)
+	switch {
+	case err != nil:
+		return "refused: an offer joins an existing task only from the delegator of its first hop: " + err.Error()
+	case first == nil:
+		return ""
+	case iss != first.Iss:
+		return fmt.Sprintf("refused: task %s belongs to hop %s of %q; an offer from %q joins it only in a task of its own (one task, one delegator)", t.ID, first.Hop, first.Iss, iss)
+	case !x.authenticated(ctx, first.Iss):
+		return fmt.Sprintf("refused: an offer joins task %s only from the offer's issuer %q, authenticated by the host", t.ID, first.Iss)
+	}
+	return ""
 }
 
 // refuse ends a new task REJECTED, with the signed status when there is
@@ -762,6 +799,19 @@ func (r *run) after(ctx context.Context, err error) error {
 		r.done = true
 		r.mu.Unlock()
 		r.settle(bg, "stopped: canceled by the delegator", "the agent's run was stopped by the delegator's cancel; its effect is not known")
+		if !ended {
+			if hs, herr := r.x.hopsOfTask(bg, r.rc.StoredTask, true); herr == nil {
+				if open := r.x.openHop(bg, hs, r.hop); open != nil {
+					// The cancel does not write CANCELED over another
+					// open hop (see Cancel): the task waits for that
+					// hop's delegator again instead of staying WORKING.
+					ev := a2a.NewStatusUpdateEvent(r.rc, a2a.TaskStateInputRequired, statusMessage(r.rc, nil,
+						fmt.Sprintf("the work of hop %s was stopped by its delegator's cancel; the task carries hop %s, still open", r.hop.Hop, open.Hop)))
+					ev.Final = true
+					return r.q.Write(ctx, ev)
+				}
+			}
+		}
 		return nil
 	}
 	if err == nil && !stopped {
@@ -989,6 +1039,15 @@ func (x *Executor) Cancel(ctx context.Context, rc *a2asrv.RequestContext, q even
 		return fmt.Errorf("a2ahandoff: cancel of hop %s refused: %v: %w", h.Hop, err, a2a.ErrTaskNotCancelable)
 	}
 	activate(ctx)
+	if open := x.openHop(ctx, hs, h); open != nil {
+		// The hop's cancel is recorded and its work stopped, but the task
+		// still carries another hop whose work goes on: CANCELED would
+		// end that hop's task under it (decision 53). The task is left as
+		// it is, and the cancel still goes down the chain.
+		x.onCancel(ctx, h)
+		return fmt.Errorf("a2ahandoff: the cancel of hop %s is verified and recorded, and its work is stopped, but task %s also carries hop %s of %q, still open, so the task is not canceled: %w",
+			h.Hop, rc.TaskID, open.Hop, open.Iss, a2a.ErrTaskNotCancelable)
+	}
 	var last *handoff.Element
 	if rec.Status != nil && x.authenticated(ctx, h.Iss) {
 		last = &handoff.Element{Form: rec.StatusForm, Octets: rec.Status}
@@ -1002,6 +1061,22 @@ func (x *Executor) Cancel(ctx context.Context, rc *a2asrv.RequestContext, q even
 	// wait on every hop below (a delegate there may be slow or gone).
 	x.onCancel(ctx, h)
 	return werr
+}
+
+// openHop returns a hop of hs other than h whose work may still go on
+// (accepted, neither canceled nor equivocated), or nil. A record that
+// cannot be read counts as open (fail safe: the task is not canceled).
+func (x *Executor) openHop(ctx context.Context, hs []*Hop, h *Hop) *Hop {
+	for _, c := range hs {
+		if c == h || c.Iss == h.Iss && c.Hop == h.Hop {
+			continue
+		}
+		r, err := x.cfg.Delegate.Store.Get(ctx, c.Iss, c.Hop)
+		if err != nil || r.State == store.Accepted && !r.Canceled && !r.Equivocated {
+			return c
+		}
+	}
+	return nil
 }
 
 // onCancel runs OnCancel for h in its own goroutine, with the request's
