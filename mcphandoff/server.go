@@ -92,8 +92,8 @@ type Server struct {
 	// when; stopOrder is their insertion order, for the bound.
 	stops     map[hopKey]time.Time
 	stopOrder []stopEntry
-	active   int        // work goroutines running, under mu
-	idle     *sync.Cond // signaled when active drops to 0
+	active    int        // work goroutines running, under mu
+	idle      *sync.Cond // signaled when active drops to 0
 }
 
 type hopKey struct{ iss, hop string }
