@@ -307,20 +307,24 @@ func (x *Executor) Execute(ctx context.Context, rc *a2asrv.RequestContext, q eve
 		return x.refuse(ctx, rc, q, nil, "this agent takes work only with a handoff: metadata "+Key+" is missing")
 	}
 	activate(ctx)
-	b, err := handoffOctets(v)
-	if err != nil {
-		// A malformed Handoff is bad-signature (D3) at step 1: nothing
-		// verified to address a status to.
-		return x.refuse(ctx, rc, q, nil, "rejected (bad-signature): "+err.Error())
-	}
-	// The carrier's one parse of the Handoff: the claimed iss, for the
+	// The carrier's one parse of the Handoff (made by NewHandler's
+	// handler for this message, else here): the claimed iss, for the
 	// authentication question and the task's owner; delegate.Receive
 	// parses and verifies the octets itself.
-	iss := claimedIss(b, x.cfg.Delegate.Options.Limits)
+	pm := x.parsedFor(ctx, rc.Message, v)
+	if pm.err != nil {
+		// A malformed Handoff is bad-signature (D3) at step 1: nothing
+		// verified to address a status to.
+		return x.refuse(ctx, rc, q, nil, "rejected (bad-signature): "+pm.err.Error())
+	}
+	b, iss := pm.b, ""
+	if pm.o != nil {
+		iss = pm.o.Iss
+	}
 	if rc.StoredTask != nil {
 		// One task, one delegator: an offer joins an existing task only
 		// from the delegator of the task's first hop.
-		if why := x.joinRefusal(ctx, rc.StoredTask, iss); why != "" {
+		if why := x.joinRefusal(ctx, rc.StoredTask, rc.Message, iss); why != "" {
 			return x.refuse(ctx, rc, q, nil, why)
 		}
 	}
@@ -397,21 +401,6 @@ func (x *Executor) authenticated(ctx context.Context, iss string) bool {
 	return iss != "" && x.cfg.Authenticated != nil && x.cfg.Authenticated(ctx, iss)
 }
 
-// claimedIss reads the offer's iss without verifying it: the
-// authentication question is asked about the party the offer names, and
-// the answer counts only for an offer that verifies (a retransmission).
-func claimedIss(b []byte, lim handoff.Limits) string {
-	h, err := handoff.ParseHandoff(b, lim)
-	if err != nil {
-		return ""
-	}
-	o, _, err := handoff.UnsafeDecode(h.Offer)
-	if err != nil || o == nil {
-		return ""
-	}
-	return o.Iss
-}
-
 // joinRefusal says why an offer claiming iss may not join the existing
 // task t, "" when it may: only the delegator of the task's first hop
 // runs work in it, as the host authenticated it (as for a follow-up
@@ -422,9 +411,13 @@ func claimedIss(b []byte, lim handoff.Limits) string {
 // recorded or signed and no work is taken, so the offer, sent in a task
 // of its own, is processed as new. A task whose first Handoff was not
 // taken, or cannot be read, takes no offer (fail safe); a task with no
-// Handoff at all (AllowPlain) is nobody's hop.
-func (x *Executor) joinRefusal(ctx context.Context, t *a2a.Task, iss string) string {
-	first, err := x.hopOfTask(ctx, t)
+// Handoff before this message (one AllowPlain let in) is nobody's hop.
+func (x *Executor) joinRefusal(ctx context.Context, t *a2a.Task, m *a2a.Message, iss string) string {
+	// a2a-go has added the message itself to the stored task's history:
+	// the task's hops are those before it.
+	before := *t
+	before.History = slices.DeleteFunc(slices.Clone(t.History), func(h *a2a.Message) bool { return h == m || h != nil && m != nil && h.ID == m.ID })
+	first, err := x.hopOfTask(ctx, &before)
 	switch {
 	case err != nil:
 		return "refused: an offer joins an existing task only from the delegator of its first hop: " + err.Error()
