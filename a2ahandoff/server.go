@@ -85,6 +85,12 @@ const DefaultOnCancelTimeout = time.Minute
 //	equivocation                   -> REJECTED, no status
 //	refusal in an existing task    -> a Message (no status unless one is due);
 //	                                  the task is left as it was
+//	offer into another's task      -> refused with a Message, before any check:
+//	                                  nothing recorded or signed (one task, one
+//	                                  delegator: see below)
+//	cancel while another hop open  -> the hop canceled and stopped, the task not
+//	                                  CANCELED (the request fails as not
+//	                                  cancelable; the task waits INPUT_REQUIRED)
 //
 // The draft's table maps the hop's "accepted" to WORKING, and the host
 // keeps its own task state. When the agent's code ended the task but the
@@ -102,6 +108,12 @@ const DefaultOnCancelTimeout = time.Minute
 // in memory, kept until the offer is stale. A restarted delegate names no
 // task (fail safe: the delegator cannot poll or cancel by task and keeps
 // asking).
+//
+// A message with a new Handoff into an existing task (a second offer)
+// joins the task only when its offer's iss is the iss of the task's first
+// hop and the host authenticated the sender as that iss; otherwise anyone
+// who learned the task id could run its own work inside the task and end
+// it CANCELED under the first delegator's hop.
 //
 // A message without a Handoff in a task taken with one (a follow-up, after
 // INPUT_REQUIRED say) runs the agent under that hop only when the host
