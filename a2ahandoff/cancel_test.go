@@ -2,6 +2,7 @@ package a2ahandoff_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -67,9 +68,14 @@ func TestCancelRecordsOutcome(t *testing.T) {
 	}
 }
 
-// A task may carry a second offer, sent as a follow-up into it; the
-// delegator's "canceled" for that hop is verified against the offer it
-// names (D9), not against the task's first offer.
+// A task may carry a second offer from the same delegator, sent as a
+// follow-up into it; the delegator's "canceled" for that hop is verified
+// against the offer it names (D9), not against the task's first offer.
+// A cancel never writes CANCELED on a task that still carries another
+// open hop (decision 53): the second hop is canceled and its work
+// stopped, the request is refused as not cancelable, and the task waits
+// again (INPUT_REQUIRED) for the first hop; once that one is canceled
+// too, the task ends CANCELED.
 func TestCancelOfSecondOfferInTask(t *testing.T) {
 	ctx := context.Background()
 	w := newWorld(t)
@@ -97,12 +103,9 @@ func TestCancelOfSecondOfferInTask(t *testing.T) {
 	if r2.Task == nil || r2.Task.ID != r1.Task.ID {
 		t.Fatalf("the second offer's reply %+v is not the first task", r2.Result)
 	}
-	cr, err := c.Cancel(ctx, issued.Hop)
-	if err != nil {
-		t.Fatalf("cancel of the second offer's hop refused: %v", err)
-	}
-	if cr.State() != a2a.TaskStateCanceled {
-		t.Fatalf("task %s, want canceled", cr.State())
+	_, err = c.Cancel(ctx, issued.Hop)
+	if err == nil || !errors.Is(err, a2a.ErrTaskNotCancelable) {
+		t.Fatalf("cancel of the second hop while the first is open: %v; want the task not canceled", err)
 	}
 	<-srv.agent.stopped
 	rec, err := srv.st.Get(ctx, assistantID, issued.Hop)
@@ -116,7 +119,14 @@ func TestCancelOfSecondOfferInTask(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if first.Canceled {
-		t.Fatal("the first hop was noted canceled by the second hop's cancel")
+	if first.Canceled || first.State != store.Accepted {
+		t.Fatalf("the first hop is %s (canceled %v); want accepted, not canceled", first.State, first.Canceled)
+	}
+	ac := a2aClient(t, srv.url, "token-of-"+assistantID)
+	waitTask(t, ac, r1.Task.ID, a2a.TaskStateInputRequired, "the task, after its second hop's cancel")
+
+	cr, err := c.Cancel(ctx, r1.Hop)
+	if err != nil || cr.State() != a2a.TaskStateCanceled {
+		t.Fatalf("cancel of the first hop, the last open one: %v; want the task canceled", err)
 	}
 }

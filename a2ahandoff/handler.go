@@ -134,7 +134,8 @@ type recordHandler struct {
 }
 
 func (r *recordHandler) OnSendMessage(ctx context.Context, p *a2a.MessageSendParams) (a2a.SendMessageResult, error) {
-	if m, ok, err := r.x.fromRecord(ctx, p); err != nil || ok {
+	ctx, pm := r.x.parseOnce(ctx, p)
+	if m, ok, err := r.x.fromRecord(ctx, p, pm); err != nil || ok {
 		if err != nil {
 			return nil, err
 		}
@@ -142,7 +143,7 @@ func (r *recordHandler) OnSendMessage(ctx context.Context, p *a2a.MessageSendPar
 	}
 	res, err := r.RequestHandler.OnSendMessage(ctx, p)
 	if err != nil {
-		if m, ok := r.x.equivocationRefused(ctx, p); ok {
+		if m, ok := r.x.equivocationRefused(ctx, p, pm); ok {
 			return m, nil
 		}
 	}
@@ -151,7 +152,8 @@ func (r *recordHandler) OnSendMessage(ctx context.Context, p *a2a.MessageSendPar
 
 func (r *recordHandler) OnSendMessageStream(ctx context.Context, p *a2a.MessageSendParams) iter.Seq2[a2a.Event, error] {
 	return func(yield func(a2a.Event, error) bool) {
-		if m, ok, err := r.x.fromRecord(ctx, p); err != nil || ok {
+		ctx, pm := r.x.parseOnce(ctx, p)
+		if m, ok, err := r.x.fromRecord(ctx, p, pm); err != nil || ok {
 			if err != nil {
 				yield(nil, err)
 			} else {
@@ -163,7 +165,7 @@ func (r *recordHandler) OnSendMessageStream(ctx context.Context, p *a2a.MessageS
 		for ev, err := range r.RequestHandler.OnSendMessageStream(ctx, p) {
 			if first && err != nil {
 				// Refused before any event: before the Executor ran.
-				if m, ok := r.x.equivocationRefused(ctx, p); ok {
+				if m, ok := r.x.equivocationRefused(ctx, p, pm); ok {
 					yield(m, nil)
 					return
 				}
@@ -176,47 +178,91 @@ func (r *recordHandler) OnSendMessageStream(ctx context.Context, p *a2a.MessageS
 	}
 }
 
-// recorded reads the offer of the message's Handoff without verifying it
-// and its hop's record. ok is false when the message is not one a2a-go
-// would take (it answers those itself), carries no readable Handoff, or
-// names a hop with no record: those go on unchanged. A store failure is
-// an error: nothing was decided.
-func (x *Executor) recorded(ctx context.Context, p *a2a.MessageSendParams) (b []byte, h *handoff.Handoff, o *handoff.Offer, rec *store.Record, ok bool, err error) {
+// parsed is the carrier's one parse of a message's Handoff: its octets
+// as delegate.Receive takes them, and the offer read without verifying
+// it (o nil when the Handoff or its offer cannot be read), for routing
+// and the authentication question only.
+type parsed struct {
+	msg *a2a.Message // the message it was read from
+	b   []byte
+	err error // handoffOctets' error, when b is nil
+	h   *handoff.Handoff
+	o   *handoff.Offer
+}
+
+type parsedKey struct{}
+
+// parse reads m's Handoff once.
+func (x *Executor) parse(m *a2a.Message, v any) *parsed {
+	pm := &parsed{msg: m}
+	if pm.b, pm.err = handoffOctets(v); pm.err != nil {
+		return pm
+	}
+	if h, err := handoff.ParseHandoff(pm.b, x.cfg.Delegate.Options.Limits); err == nil {
+		if o, _, err := handoff.UnsafeDecode(h.Offer); err == nil && o != nil {
+			pm.h, pm.o = h, o
+		}
+	}
+	return pm
+}
+
+// parseOnce parses the Handoff of p's message, if it carries one, and
+// puts the parse in the returned context, where the Executor finds it
+// (a2a-go runs Execute under a context with the request's values), so
+// that a request's Handoff is parsed once by the carrier.
+func (x *Executor) parseOnce(ctx context.Context, p *a2a.MessageSendParams) (context.Context, *parsed) {
 	if p == nil || p.Message == nil {
-		return nil, nil, nil, nil, false, nil
+		return ctx, nil
+	}
+	v, has := p.Message.Metadata[Key]
+	if !has {
+		return ctx, nil
+	}
+	pm := x.parse(p.Message, v)
+	return context.WithValue(ctx, parsedKey{}, pm), pm
+}
+
+// parsedFor is the parse of m's Handoff v: the one parseOnce made for
+// this very message, or a new one.
+func (x *Executor) parsedFor(ctx context.Context, m *a2a.Message, v any) *parsed {
+	if pm, ok := ctx.Value(parsedKey{}).(*parsed); ok && pm.msg == m {
+		return pm
+	}
+	return x.parse(m, v)
+}
+
+// recorded reads the hop's record for the offer pm read without verifying
+// it. ok is false when the message is not one a2a-go would take (it
+// answers those itself), carries no readable Handoff, or names a hop with
+// no record: those go on unchanged. A store failure is an error: nothing
+// was decided.
+func (x *Executor) recorded(ctx context.Context, p *a2a.MessageSendParams, pm *parsed) (rec *store.Record, ok bool, err error) {
+	if pm == nil || pm.o == nil {
+		return nil, false, nil
 	}
 	m := p.Message
-	v, has := m.Metadata[Key]
-	if !has || m.ID == "" || m.Role == "" || len(m.Parts) == 0 {
-		return nil, nil, nil, nil, false, nil
+	if m.ID == "" || m.Role == "" || len(m.Parts) == 0 {
+		return nil, false, nil
 	}
-	if b, err = handoffOctets(v); err != nil {
-		return nil, nil, nil, nil, false, nil
-	}
-	if h, err = handoff.ParseHandoff(b, x.cfg.Delegate.Options.Limits); err != nil {
-		return nil, nil, nil, nil, false, nil
-	}
-	if o, _, err = handoff.UnsafeDecode(h.Offer); err != nil || o == nil {
-		return nil, nil, nil, nil, false, nil
-	}
-	rec, err = x.cfg.Delegate.Store.Get(ctx, o.Iss, o.Hop)
+	rec, err = x.cfg.Delegate.Store.Get(ctx, pm.o.Iss, pm.o.Hop)
 	if errors.Is(err, store.ErrNotFound) {
-		return nil, nil, nil, nil, false, nil
+		return nil, false, nil
 	}
 	if err != nil {
-		return nil, nil, nil, nil, false, fmt.Errorf("a2ahandoff: reading hop %s of %q: %w", o.Hop, o.Iss, err)
+		return nil, false, fmt.Errorf("a2ahandoff: reading hop %s of %q: %w", pm.o.Hop, pm.o.Iss, err)
 	}
-	return b, h, o, rec, true, nil
+	return rec, true, nil
 }
 
 // fromRecord answers a retransmission of a recorded offer (same handoff
 // digest as the record) from the record. ok is false for anything else,
 // which goes on to a2a-go and the Executor.
-func (x *Executor) fromRecord(ctx context.Context, p *a2a.MessageSendParams) (*a2a.Message, bool, error) {
-	b, h, o, rec, ok, err := x.recorded(ctx, p)
-	if !ok || err != nil || !rec.Digest.Equal(h.Offer.Digest()) {
+func (x *Executor) fromRecord(ctx context.Context, p *a2a.MessageSendParams, pm *parsed) (*a2a.Message, bool, error) {
+	rec, ok, err := x.recorded(ctx, p, pm)
+	if !ok || err != nil || !rec.Digest.Equal(pm.h.Offer.Digest()) {
 		return nil, false, err
 	}
+	b, o := pm.b, pm.o
 	// The delegate decides, exactly as for a retransmission in a new
 	// task: step 1 and 2 on the octets, step 4 finds the record (D5), and
 	// the last status is resent only to an authenticated iss. The record
@@ -242,12 +288,12 @@ func (x *Executor) fromRecord(ctx context.Context, p *a2a.MessageSendParams) (*a
 // handles the equivocation as the Executor does for one in another task,
 // and the reply is the Executor's refusal. ok is false for anything else:
 // a2a-go's error stands.
-func (x *Executor) equivocationRefused(ctx context.Context, p *a2a.MessageSendParams) (*a2a.Message, bool) {
-	b, h, o, rec, ok, err := x.recorded(ctx, p)
-	if !ok || err != nil || rec.Digest.Equal(h.Offer.Digest()) {
+func (x *Executor) equivocationRefused(ctx context.Context, p *a2a.MessageSendParams, pm *parsed) (*a2a.Message, bool) {
+	rec, ok, err := x.recorded(ctx, p, pm)
+	if !ok || err != nil || rec.Digest.Equal(pm.h.Offer.Digest()) {
 		return nil, false
 	}
-	a, err := x.d.Receive(ctx, b, p.Message.ContextID, x.authenticated(ctx, o.Iss))
+	a, err := x.d.Receive(ctx, pm.b, p.Message.ContextID, x.authenticated(ctx, pm.o.Iss))
 	if err != nil || a.Outcome != handoff.Equivocation {
 		return nil, false
 	}

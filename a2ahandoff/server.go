@@ -85,6 +85,12 @@ const DefaultOnCancelTimeout = time.Minute
 //	equivocation                   -> REJECTED, no status
 //	refusal in an existing task    -> a Message (no status unless one is due);
 //	                                  the task is left as it was
+//	offer into another's task      -> refused with a Message, before any check:
+//	                                  nothing recorded or signed (one task, one
+//	                                  delegator: see below)
+//	cancel while another hop open  -> the hop canceled and stopped, the task not
+//	                                  CANCELED (the request fails as not
+//	                                  cancelable; the task waits INPUT_REQUIRED)
 //
 // The draft's table maps the hop's "accepted" to WORKING, and the host
 // keeps its own task state. When the agent's code ended the task but the
@@ -102,6 +108,12 @@ const DefaultOnCancelTimeout = time.Minute
 // in memory, kept until the offer is stale. A restarted delegate names no
 // task (fail safe: the delegator cannot poll or cancel by task and keeps
 // asking).
+//
+// A message with a new Handoff into an existing task (a second offer)
+// joins the task only when its offer's iss is the iss of the task's first
+// hop and the host authenticated the sender as that iss; otherwise anyone
+// who learned the task id could run its own work inside the task and end
+// it CANCELED under the first delegator's hop.
 //
 // A message without a Handoff in a task taken with one (a follow-up, after
 // INPUT_REQUIRED say) runs the agent under that hop only when the host
@@ -307,16 +319,31 @@ func (x *Executor) Execute(ctx context.Context, rc *a2asrv.RequestContext, q eve
 		return x.refuse(ctx, rc, q, nil, "this agent takes work only with a handoff: metadata "+Key+" is missing")
 	}
 	activate(ctx)
-	b, err := handoffOctets(v)
-	if err != nil {
+	// The carrier's one parse of the Handoff (made by NewHandler's
+	// handler for this message, else here): the claimed iss, for the
+	// authentication question and the task's owner; delegate.Receive
+	// parses and verifies the octets itself.
+	pm := x.parsedFor(ctx, rc.Message, v)
+	if pm.err != nil {
 		// A malformed Handoff is bad-signature (D3) at step 1: nothing
 		// verified to address a status to.
-		return x.refuse(ctx, rc, q, nil, "rejected (bad-signature): "+err.Error())
+		return x.refuse(ctx, rc, q, nil, "rejected (bad-signature): "+pm.err.Error())
+	}
+	b, iss := pm.b, ""
+	if pm.o != nil {
+		iss = pm.o.Iss
+	}
+	if rc.StoredTask != nil {
+		// One task, one delegator: an offer joins an existing task only
+		// from the delegator of the task's first hop.
+		if why := x.joinRefusal(ctx, rc.StoredTask, rc.Message, iss); why != "" {
+			return x.refuse(ctx, rc, q, nil, why)
+		}
 	}
 	// The dialog is the task's contextId. When the message named none,
 	// the server made one up, and the offer cannot name it: rejected
 	// with "policy" rather than skipping step 5 (fail safe).
-	a, err := x.d.Receive(ctx, b, rc.ContextID, x.authenticated(ctx, claimedIss(b, x.cfg.Delegate.Options.Limits)))
+	a, err := x.d.Receive(ctx, b, rc.ContextID, x.authenticated(ctx, iss))
 	if err != nil {
 		return fmt.Errorf("a2ahandoff: receiving the offer: %w", err) // nothing was decided
 	}
@@ -386,19 +413,34 @@ func (x *Executor) authenticated(ctx context.Context, iss string) bool {
 	return iss != "" && x.cfg.Authenticated != nil && x.cfg.Authenticated(ctx, iss)
 }
 
-// claimedIss reads the offer's iss without verifying it: the
-// authentication question is asked about the party the offer names, and
-// the answer counts only for an offer that verifies (a retransmission).
-func claimedIss(b []byte, lim handoff.Limits) string {
-	h, err := handoff.ParseHandoff(b, lim)
-	if err != nil {
+// joinRefusal says why an offer claiming iss may not join the existing
+// task t, "" when it may: only the delegator of the task's first hop
+// runs work in it, as the host authenticated it (as for a follow-up
+// message). Anyone else who learned the task id would otherwise run its
+// own work inside the task, see its history, and, by canceling its own
+// hop, end the task CANCELED under the first delegator's hop. The offer
+// is refused before the delegate sees it (decision 53): nothing is
+// recorded or signed and no work is taken, so the offer, sent in a task
+// of its own, is processed as new. A task whose first Handoff was not
+// taken, or cannot be read, takes no offer (fail safe); a task with no
+// Handoff before this message (one AllowPlain let in) is nobody's hop.
+func (x *Executor) joinRefusal(ctx context.Context, t *a2a.Task, m *a2a.Message, iss string) string {
+	// a2a-go has added the message itself to the stored task's history:
+	// the task's hops are those before it.
+	before := *t
+	before.History = slices.DeleteFunc(slices.Clone(t.History), func(h *a2a.Message) bool { return h == m || h != nil && m != nil && h.ID == m.ID })
+	first, err := x.hopOfTask(ctx, &before)
+	switch {
+	case err != nil:
+		return "refused: an offer joins an existing task only from the delegator of its first hop: " + err.Error()
+	case first == nil:
 		return ""
+	case iss != first.Iss:
+		return fmt.Sprintf("refused: task %s belongs to hop %s of %q; an offer from %q joins it only in a task of its own (one task, one delegator)", t.ID, first.Hop, first.Iss, iss)
+	case !x.authenticated(ctx, first.Iss):
+		return fmt.Sprintf("refused: an offer joins task %s only from the offer's issuer %q, authenticated by the host", t.ID, first.Iss)
 	}
-	o, _, err := handoff.UnsafeDecode(h.Offer)
-	if err != nil || o == nil {
-		return ""
-	}
-	return o.Iss
+	return ""
 }
 
 // refuse ends a new task REJECTED, with the signed status when there is
@@ -762,6 +804,19 @@ func (r *run) after(ctx context.Context, err error) error {
 		r.done = true
 		r.mu.Unlock()
 		r.settle(bg, "stopped: canceled by the delegator", "the agent's run was stopped by the delegator's cancel; its effect is not known")
+		if !ended {
+			if hs, herr := r.x.hopsOfTask(bg, r.rc.StoredTask, true); herr == nil {
+				if open := r.x.openHop(bg, hs, r.hop); open != nil {
+					// The cancel does not write CANCELED over another
+					// open hop (see Cancel): the task waits for that
+					// hop's delegator again instead of staying WORKING.
+					ev := a2a.NewStatusUpdateEvent(r.rc, a2a.TaskStateInputRequired, statusMessage(r.rc, nil,
+						fmt.Sprintf("the work of hop %s was stopped by its delegator's cancel; the task carries hop %s, still open", r.hop.Hop, open.Hop)))
+					ev.Final = true
+					return r.q.Write(ctx, ev)
+				}
+			}
+		}
 		return nil
 	}
 	if err == nil && !stopped {
@@ -989,6 +1044,15 @@ func (x *Executor) Cancel(ctx context.Context, rc *a2asrv.RequestContext, q even
 		return fmt.Errorf("a2ahandoff: cancel of hop %s refused: %v: %w", h.Hop, err, a2a.ErrTaskNotCancelable)
 	}
 	activate(ctx)
+	if open := x.openHop(ctx, hs, h); open != nil {
+		// The hop's cancel is recorded and its work stopped, but the task
+		// still carries another hop whose work goes on: CANCELED would
+		// end that hop's task under it (decision 53). The task is left as
+		// it is, and the cancel still goes down the chain.
+		x.onCancel(ctx, h)
+		return fmt.Errorf("a2ahandoff: the cancel of hop %s is verified and recorded, and its work is stopped, but task %s also carries hop %s of %q, still open, so the task is not canceled: %w",
+			h.Hop, rc.TaskID, open.Hop, open.Iss, a2a.ErrTaskNotCancelable)
+	}
 	var last *handoff.Element
 	if rec.Status != nil && x.authenticated(ctx, h.Iss) {
 		last = &handoff.Element{Form: rec.StatusForm, Octets: rec.Status}
@@ -1002,6 +1066,22 @@ func (x *Executor) Cancel(ctx context.Context, rc *a2asrv.RequestContext, q even
 	// wait on every hop below (a delegate there may be slow or gone).
 	x.onCancel(ctx, h)
 	return werr
+}
+
+// openHop returns a hop of hs other than h whose work may still go on
+// (accepted, neither canceled nor equivocated), or nil. A record that
+// cannot be read counts as open (fail safe: the task is not canceled).
+func (x *Executor) openHop(ctx context.Context, hs []*Hop, h *Hop) *Hop {
+	for _, c := range hs {
+		if c == h || c.Iss == h.Iss && c.Hop == h.Hop {
+			continue
+		}
+		r, err := x.cfg.Delegate.Store.Get(ctx, c.Iss, c.Hop)
+		if err != nil || r.State == store.Accepted && !r.Canceled && !r.Equivocated {
+			return c
+		}
+	}
+	return nil
 }
 
 // onCancel runs OnCancel for h in its own goroutine, with the request's

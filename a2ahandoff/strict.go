@@ -20,7 +20,7 @@ const MaxStrictBody = 8 << 20
 // strict JSON, as the draft's JSON Handoff is read (D3): no duplicate
 // member names in any object at any depth, valid UTF-8, no escaped lone
 // surrogate (\ud800). Otherwise it answers a JSON-RPC "invalid request"
-// error naming the check, and no work is taken; the delegator's offer is
+// error (-32600) naming the check, and no work is taken; the delegator's offer is
 // bad-signature (D3) and gets no status.
 //
 // Why it is needed: a2a-go decodes metadata into map[string]any, where a
@@ -30,8 +30,9 @@ const MaxStrictBody = 8 << 20
 //
 //	http.Handle("/", a2ahandoff.StrictHandler(a2asrv.NewJSONRPCHandler(h)))
 //
-// A body that does not mention Key passes unchecked (so do requests that
-// are not JSON at all: the SDK answers those).
+// A body that is not valid JSON at all gets a JSON-RPC "parse error"
+// (-32700), whatever it mentions; a valid JSON body that does not carry
+// Key passes unchecked.
 //
 // With a nil next, every request is answered 500 Internal Server Error:
 // there is nothing to pass it to.
@@ -53,12 +54,21 @@ func StrictHandler(next http.Handler) http.Handler {
 			return
 		}
 		if len(b) > MaxStrictBody {
-			rpcError(w, nil, fmt.Sprintf("a2ahandoff: the request body exceeds %d bytes and cannot be checked", MaxStrictBody))
+			rpcError(w, nil, codeInvalidRequest, fmt.Sprintf("a2ahandoff: the request body exceeds %d bytes and cannot be checked", MaxStrictBody))
 			return
 		}
-		if err := strictJSON(b); err != nil && carriesKey(b) {
-			rpcError(w, b, "a2ahandoff: the request carries "+Key+" and is not strict JSON (D3): "+err.Error())
-			return
+		if err := strictJSON(b); err != nil {
+			if !json.Valid(b) {
+				// Not JSON at all: a JSON-RPC parse error, whatever the
+				// text mentions (as the SDK answers one, and as
+				// mcphandoff does).
+				rpcError(w, nil, codeParseError, "a2ahandoff: the request body is not valid JSON: "+err.Error())
+				return
+			}
+			if carriesKey(b) {
+				rpcError(w, b, codeInvalidRequest, "a2ahandoff: the request carries "+Key+" and is not strict JSON (D3): "+err.Error())
+				return
+			}
 		}
 		r.Body = io.NopCloser(bytes.NewReader(b))
 		r.ContentLength = int64(len(b))
@@ -99,9 +109,15 @@ func carriesKey(b []byte) bool {
 	}
 }
 
-// rpcError answers a JSON-RPC 2.0 "invalid request" error for the body's
-// id (null when it cannot be read).
-func rpcError(w http.ResponseWriter, body []byte, msg string) {
+// JSON-RPC 2.0 error codes StrictHandler answers with.
+const (
+	codeParseError     = -32700 // the body is not valid JSON
+	codeInvalidRequest = -32600 // valid JSON, but not strict (or too large to check)
+)
+
+// rpcError answers a JSON-RPC 2.0 error with code for the body's id (null
+// when it cannot be read).
+func rpcError(w http.ResponseWriter, body []byte, code int, msg string) {
 	var req struct {
 		ID json.RawMessage `json:"id"`
 	}
@@ -112,7 +128,7 @@ func rpcError(w http.ResponseWriter, body []byte, msg string) {
 	out, _ := json.Marshal(map[string]any{
 		"jsonrpc": "2.0",
 		"id":      id,
-		"error":   map[string]any{"code": -32600, "message": msg},
+		"error":   map[string]any{"code": code, "message": msg},
 	})
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusOK)

@@ -124,3 +124,41 @@ func TestStrictHandlerRefusesLaxJSON(t *testing.T) {
 		}
 	})
 }
+
+// A request body that is not valid JSON is answered with a JSON-RPC
+// "parse error" (-32700, JSON-RPC 2.0 section 5.1), whatever its text
+// mentions: with or without the handoff key, truncated or followed by
+// more text. No work is taken and no hop is recorded.
+func TestInvalidJSONIsParseError(t *testing.T) {
+	w := newWorld(t)
+	srv := w.serve(t, plannerID, memStore(), handoff.FormJWS, nil)
+	el := signOffer(t, w, "ctx-parse")
+	whole := `{"jsonrpc":"2.0","id":7,"method":"message/send","params":{"message":{"kind":"message","messageId":"p1","role":"user","contextId":"ctx-parse","parts":[{"kind":"text","text":"complete"}],"metadata":{"` +
+		a2ahandoff.Key + `":{"offer":"` + string(el.Octets) + `"}}}}}`
+	for _, tc := range []struct{ name, body string }{
+		{"truncated, mentioning the handoff key", whole[:len(whole)-3]},
+		{"truncated, not mentioning it", `{"jsonrpc":"2.0","id":7,"method":"message/send","params":{"message":`},
+		{"a valid request followed by more text", whole + ` {"more":1}`},
+		{"not JSON at all", `agent-handoff, please`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := postAsAssistant(t, srv.url, tc.body)
+			var out struct {
+				Result json.RawMessage
+				Error  *struct{ Code int }
+			}
+			if err := json.Unmarshal(b, &out); err != nil {
+				t.Fatalf("reply %q: %v", b, err)
+			}
+			if out.Error == nil || out.Error.Code != -32700 || out.Result != nil {
+				t.Fatalf("reply %s, want a JSON-RPC parse error (-32700)", b)
+			}
+			if n := srv.agent.runs.Load(); n != 0 {
+				t.Fatalf("the agent ran %d times", n)
+			}
+			if _, err := srv.st.Get(context.Background(), assistantID, hopOf(t, el).Hop); err == nil {
+				t.Fatal("the hop was recorded")
+			}
+		})
+	}
+}

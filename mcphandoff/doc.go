@@ -22,7 +22,10 @@
 // retransmission is answered from the hop store with the identical status
 // octets ("accepted" while the work runs) and never runs the tool again; a
 // verified "canceled" in notifications/cancelled stops the work and is
-// recorded. The dialog (step 5) is the MCP session id by default
+// recorded. Build it with New, which sets the delegate's Config.Stop to
+// Server.Stop, so that stops the delegate learns of another way (a
+// duplicate delivery applying a held cancel, another carrier) reach the
+// work too. The dialog (step 5) is the MCP session id by default
 // (ServerConfig.Dialog), and whether the host authenticated the sender as
 // the offer's iss is ServerConfig.Authenticated (TokenUser for bearer
 // tokens).

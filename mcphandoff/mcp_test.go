@@ -79,6 +79,14 @@ type envOptions struct {
 	// which go-sdk v1.8.0 serves protocol 2026-07-28 (SEP-2575), so a
 	// client that connects with the default options negotiates it.
 	stateless bool
+	// wrap, if set, is the hop store the delegate uses, around the real
+	// one (to order concurrent deliveries).
+	wrap func(store.Store) store.Store
+	// stop, if set, is the delegate's own Config.Stop, which New chains
+	// after the Server's.
+	stop func(iss, hop string)
+	// server, if set, changes the ServerConfig.
+	server func(*mcphandoff.ServerConfig)
 }
 
 func newEnvWith(t *testing.T, form handoff.Form, enc handoff.Encoding, opt envOptions) *env {
@@ -99,16 +107,22 @@ func newEnvWith(t *testing.T, form handoff.Form, enc handoff.Encoding, opt envOp
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { e.dstore.Close() })
-	e.d, err = delegate.New(ctx, delegate.Config{Options: handoff.Options{Me: tester, Keys: e.keys, RequireFullChain: opt.requireFullChain},
-		Store: e.dstore, Signer: e.signers[tester], StatusForm: form})
+	var st store.Store = e.dstore
+	if opt.wrap != nil {
+		st = opt.wrap(st)
+	}
+	sc := mcphandoff.ServerConfig{Authenticated: mcphandoff.TokenUser,
+		Report: func(err error) { e.mu.Lock(); e.reports = append(e.reports, err); e.mu.Unlock() }}
+	if opt.server != nil {
+		opt.server(&sc)
+	}
+	// New chains the delegate's Config.Stop to the Server's Stop.
+	e.srv, err = mcphandoff.New(ctx, delegate.Config{Options: handoff.Options{Me: tester, Keys: e.keys, RequireFullChain: opt.requireFullChain},
+		Store: st, Signer: e.signers[tester], StatusForm: form, Stop: opt.stop}, sc)
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.srv, err = mcphandoff.NewServer(mcphandoff.ServerConfig{Delegate: e.d, Authenticated: mcphandoff.TokenUser,
-		Report: func(err error) { e.mu.Lock(); e.reports = append(e.reports, err); e.mu.Unlock() }})
-	if err != nil {
-		t.Fatal(err)
-	}
+	e.d = e.srv.Delegate()
 	ms := mcp.NewServer(&mcp.Implementation{Name: "tester", Version: "1"}, nil)
 	mcp.AddTool(ms, &mcp.Tool{Name: "run-tests"}, e.tool)
 	if err := e.srv.Attach(ms); err != nil {

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -52,6 +54,18 @@ type ServerConfig struct {
 	// status (default 1024; negative: none). The status always comes from
 	// the hop store; the result only while it is kept here.
 	Results int
+	// AwaitTTL bounds how long a multi-round-trip call (SEP-2322) whose
+	// tool asked for input is kept between rounds (with its last round's
+	// result, up to the Handoff bound and more) waiting for the client's
+	// retry; MaxAwaiting bounds how many are kept at once (the oldest is
+	// dropped first). A call dropped this way, or found expired, is
+	// abandoned: the tool does not run again for it, a retry is answered
+	// from the record, and the hop stays "accepted" and is flagged
+	// unknown outcome (what the earlier rounds did is not known here).
+	// Defaults DefaultAwaitTTL and DefaultMaxAwaiting; negative values
+	// are errors.
+	AwaitTTL    time.Duration
+	MaxAwaiting int
 	// Report receives errors that no reply can carry: recording a
 	// finished work's outcome failed, a notifications/cancelled whose
 	// signed status did not verify or named no known hop. Nil drops them.
@@ -71,12 +85,24 @@ type Server struct {
 	// awaiting: hops whose tool's last round asked for input (SEP-2322
 	// InputRequests): still accepted, the next round runs the tool again.
 	awaiting map[hopKey]*pending
-	rorder   []hopKey
-	active   int        // work goroutines running, under mu
-	idle     *sync.Cond // signaled when active drops to 0
+	// rorderAwait: awaiting's keys, oldest first, for MaxAwaiting.
+	rorderAwait []hopKey
+	rorder      []hopKey
+	// stops: hops whose work was stopped (Stop) while not running here,
+	// when; stopOrder is their insertion order, for the bound.
+	stops     map[hopKey]time.Time
+	stopOrder []stopEntry
+	active    int        // work goroutines running, under mu
+	idle      *sync.Cond // signaled when active drops to 0
 }
 
 type hopKey struct{ iss, hop string }
+
+// stopEntry is one remembered stop, in stopOrder.
+type stopEntry struct {
+	k  hopKey
+	at time.Time
+}
 
 type work struct {
 	hop    *Hop
@@ -91,24 +117,129 @@ type result struct{ res *mcp.CallToolResult }
 // the rounds share, and the last round's result (its InputRequests), sent
 // again to a retransmission without input responses.
 type pending struct {
-	hop *Hop
-	res *mcp.CallToolResult
+	hop   *Hop
+	res   *mcp.CallToolResult
+	until time.Time // abandoned after this (AwaitTTL)
 }
 
 // maxOffers bounds the digest -> hop index used to route cancels.
 const maxOffers = 1 << 16
 
-// NewServer validates cfg.
+// Defaults of ServerConfig.AwaitTTL and MaxAwaiting.
+const (
+	DefaultAwaitTTL    = 10 * time.Minute
+	DefaultMaxAwaiting = 1024
+)
+
+// maxStops and stopTTL bound the memory of stops (Stop) that came for work
+// not running here: a hop just taken whose work has not started yet is
+// stopped before it starts. The gap between the delegate's decision and
+// the start is short; a stop for a hop that never starts here (its work
+// runs on another replica) is forgotten after stopTTL, the oldest first
+// beyond maxStops.
+const (
+	maxStops = 4096
+	stopTTL  = time.Minute
+)
+
+// NewServer validates cfg. The delegate's Config.Stop should call the
+// Server's Stop (New arranges it): the delegate asks it to stop taken work
+// when a cancel or an equivocating offer reaches the delegate by another
+// way than this middleware's own calls (a duplicate delivery of the offer
+// that applies a held cancel, another carrier sharing the delegate).
+// Without it, such work is still not begun when its hop was marked before
+// it starts, but work already running goes on.
 func NewServer(cfg ServerConfig) (*Server, error) {
 	if cfg.Delegate == nil {
 		return nil, errors.New("mcphandoff: ServerConfig.Delegate is required")
 	}
+	return newServer(cfg)
+}
+
+func newServer(cfg ServerConfig) (*Server, error) {
 	if cfg.Results == 0 {
 		cfg.Results = 1024
 	}
-	s := &Server{cfg: cfg, running: map[hopKey]*work{}, offers: map[string]hopKey{}, results: map[hopKey]*result{}, awaiting: map[hopKey]*pending{}}
+	switch {
+	case cfg.AwaitTTL < 0:
+		return nil, errors.New("mcphandoff: ServerConfig.AwaitTTL must not be negative")
+	case cfg.MaxAwaiting < 0:
+		return nil, errors.New("mcphandoff: ServerConfig.MaxAwaiting must not be negative")
+	}
+	if cfg.AwaitTTL == 0 {
+		cfg.AwaitTTL = DefaultAwaitTTL
+	}
+	if cfg.MaxAwaiting == 0 {
+		cfg.MaxAwaiting = DefaultMaxAwaiting
+	}
+	s := &Server{cfg: cfg, running: map[hopKey]*work{}, offers: map[string]hopKey{}, results: map[hopKey]*result{},
+		awaiting: map[hopKey]*pending{}, stops: map[hopKey]time.Time{}}
 	s.idle = sync.NewCond(&s.mu)
 	return s, nil
+}
+
+// New builds the delegate from dc, with its Config.Stop chained so that
+// the delegate's stops reach this Server's work (then dc.Stop, if set),
+// and the Server from cfg, whose Delegate must be nil: New sets it.
+func New(ctx context.Context, dc delegate.Config, cfg ServerConfig) (*Server, error) {
+	if ctx == nil {
+		return nil, errors.New("mcphandoff: New needs a context, got nil")
+	}
+	if cfg.Delegate != nil {
+		return nil, errors.New("mcphandoff: New builds the delegate from its delegate.Config: ServerConfig.Delegate must be nil")
+	}
+	s, err := newServer(cfg)
+	if err != nil {
+		return nil, err
+	}
+	userStop := dc.Stop
+	dc.Stop = func(iss, hop string) {
+		s.Stop(iss, hop)
+		if userStop != nil {
+			userStop(iss, hop)
+		}
+	}
+	if s.cfg.Delegate, err = delegate.New(ctx, dc); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// Delegate is the delegate the Server records hops with; nil for a nil
+// Server (or one not made by NewServer or New).
+func (s *Server) Delegate() *delegate.Delegate {
+	if !s.usable() {
+		return nil
+	}
+	return s.cfg.Delegate
+}
+
+// Stop stops the work of hop (iss, hop) taken here: a running tool call's
+// context is canceled; work not yet started is remembered (bounded: the
+// last 4,096 stops, each for a minute) and never started. It is the
+// delegate's Config.Stop (New sets it): it does not block.
+func (s *Server) Stop(iss, hop string) {
+	if !s.usable() {
+		return
+	}
+	k := hopKey{iss, hop}
+	s.mu.Lock()
+	w := s.running[k]
+	if w == nil {
+		now := time.Now()
+		for len(s.stopOrder) > 0 && (len(s.stopOrder) >= maxStops || now.Sub(s.stopOrder[0].at) > stopTTL) {
+			if e := s.stopOrder[0]; s.stops[e.k].Equal(e.at) {
+				delete(s.stops, e.k)
+			}
+			s.stopOrder = s.stopOrder[1:]
+		}
+		s.stops[k] = now
+		s.stopOrder = append(s.stopOrder, stopEntry{k, now})
+	}
+	s.mu.Unlock()
+	if w != nil {
+		w.cancel()
+	}
 }
 
 // errNilServer: a Server not made by NewServer.
@@ -232,7 +363,7 @@ func (s *Server) call(ctx context.Context, next mcp.MethodHandler, method string
 		return toolError(nil, "handoff refused: equivocation (another offer for hop %s of %s was received first)", a.Hop, a.Iss), nil
 	case handoff.Retransmission:
 		if hop := s.nextRound(a, r); hop != nil {
-			return s.run(ctx, next, method, r, hop, a.Status)
+			return s.run(ctx, next, method, r, hop, a.Status, true)
 		}
 		return s.retransmission(a), nil
 	case handoff.Accepted:
@@ -245,7 +376,7 @@ func (s *Server) call(ctx context.Context, next mcp.MethodHandler, method string
 		if a.Result.OfferDigest != nil {
 			hop.Digest = *a.Result.OfferDigest
 		}
-		return s.run(ctx, next, method, r, hop, a.Status)
+		return s.run(ctx, next, method, r, hop, a.Status, false)
 	}
 	return nil, fmt.Errorf("mcphandoff: unexpected outcome %q", a.Outcome)
 }
@@ -261,7 +392,7 @@ func (s *Server) call(ctx context.Context, next mcp.MethodHandler, method string
 // such a sender), and the call carries the client's answer. Anything else
 // is answered from the record and the tool does not run (fail safe).
 func (s *Server) nextRound(a *delegate.Answer, r *mcp.CallToolRequest) *Hop {
-	if a.Status == nil || a.Record == nil || a.Record.State != store.Accepted || a.Record.Canceled {
+	if a.Status == nil || a.Record == nil || a.Record.State != store.Accepted || a.Record.Canceled || a.Record.Equivocated {
 		return nil
 	}
 	if r.Params.InputResponses == nil && r.Params.RequestState == "" {
@@ -269,12 +400,18 @@ func (s *Server) nextRound(a *delegate.Answer, r *mcp.CallToolRequest) *Hop {
 	}
 	k := hopKey{a.Iss, a.Hop}
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	p := s.awaiting[k]
 	if _, running := s.running[k]; p == nil || running {
+		s.mu.Unlock()
 		return nil
 	}
 	delete(s.awaiting, k)
+	s.rorderAwait = slices.DeleteFunc(s.rorderAwait, func(x hopKey) bool { return x == k })
+	s.mu.Unlock()
+	if time.Now().After(p.until) {
+		s.abandoned(context.Background(), []hopKey{k})
+		return nil
+	}
 	p.hop.mu.Lock()
 	p.hop.out, p.hop.isSet = delegate.Outcome{}, false // a declaration counts for the round that returns it
 	p.hop.mu.Unlock()
@@ -287,28 +424,40 @@ func (s *Server) nextRound(a *delegate.Answer, r *mcp.CallToolRequest) *Hop {
 // verified "canceled" (or an equivocation) stops taken work; otherwise it
 // runs to its outcome, which is recorded and answers the next
 // retransmission.
-func (s *Server) run(ctx context.Context, next mcp.MethodHandler, method string, r *mcp.CallToolRequest, hop *Hop, accepted *handoff.Element) (mcp.Result, error) {
+//
+// A stop that came for the hop (Stop, the delegate's Config.Stop) before
+// its work was registered here means the work is not begun; one that
+// comes after cancels the work's context. later says whether earlier
+// rounds of a multi-round-trip call ran.
+func (s *Server) run(ctx context.Context, next mcp.MethodHandler, method string, r *mcp.CallToolRequest, hop *Hop, accepted *handoff.Element, later bool) (mcp.Result, error) {
 	wctx, cancel := context.WithCancel(context.WithValue(context.WithoutCancel(ctx), hopCtxKey{}, hop))
 	w := &work{hop: hop, cancel: cancel, done: make(chan struct{})}
 	k := hopKey{hop.Iss, hop.ID}
 	s.mu.Lock()
 	s.running[k] = w
 	s.active++
+	_, stopped := s.stops[k]
+	delete(s.stops, k)
 	s.mu.Unlock()
+	bg := context.WithoutCancel(ctx)
+	if stopped {
+		reply, rerr := s.notBegun(bg, hop, later)
+		if rerr != nil && s.cfg.Report != nil {
+			s.cfg.Report(rerr)
+		}
+		s.done(k)
+		cancel()
+		return reply, nil
+	}
 	go func() {
 		defer cancel()
 		res, err := invoke(wctx, next, method, r)
-		reply, rerr := s.finish(context.WithoutCancel(ctx), hop, accepted, res, err)
+		reply, rerr := s.finish(bg, hop, accepted, res, err)
 		if rerr != nil && s.cfg.Report != nil {
 			s.cfg.Report(rerr)
 		}
 		w.reply = reply
-		s.mu.Lock()
-		delete(s.running, k)
-		if s.active--; s.active == 0 {
-			s.idle.Broadcast()
-		}
-		s.mu.Unlock()
+		s.done(k)
 		close(w.done)
 	}()
 	select {
@@ -317,9 +466,48 @@ func (s *Server) run(ctx context.Context, next mcp.MethodHandler, method string,
 	case <-ctx.Done():
 		// The caller went away or canceled the request (MCP asks for no
 		// response then). The work goes on; a retransmission learns its
-		// outcome.
-		return nil, ctx.Err()
+		// outcome. The answer is the one the SDK gives a tool handler
+		// that returns the context's error (a tool error result with
+		// its text, never a JSON-RPC error with code 0), with the
+		// "accepted" the work was taken under.
+		res := &mcp.CallToolResult{Content: text("%v: the request ended; hop %s is accepted and its work goes on: ask again for its outcome", ctx.Err(), hop.ID)}
+		res.IsError = true
+		return withStatus(res, accepted), nil
 	}
+}
+
+// done unregisters the work of k.
+func (s *Server) done(k hopKey) {
+	s.mu.Lock()
+	delete(s.running, k)
+	if s.active--; s.active == 0 {
+		s.idle.Broadcast()
+	}
+	s.mu.Unlock()
+}
+
+// notBegun settles a hop whose work was stopped (canceled, equivocated)
+// before this middleware began it. A first round never ran: "failed",
+// no effect (the delegate signs reason equivocation for an equivocated
+// hop). After earlier rounds of a multi-round-trip call, what they did is
+// not known: the hop stays "accepted" and is flagged. The reply is a tool
+// error carrying the status recorded (none while the outcome is unknown).
+func (s *Server) notBegun(ctx context.Context, hop *Hop, later bool) (*mcp.CallToolResult, error) {
+	why := "the hop was canceled by the delegator (or its offer equivocated) before its work began here"
+	if later {
+		why = "the hop was canceled by the delegator (or its offer equivocated) between rounds of a multi-round-trip call"
+		err := s.cfg.Delegate.Unknown(ctx, hop.Iss, hop.ID, why+"; the earlier rounds' effect is not known")
+		if err != nil {
+			err = fmt.Errorf("mcphandoff: flagging hop %s of %s: %w", hop.ID, hop.Iss, err)
+		}
+		return toolError(nil, "%s: the tool did not run again; the hop stays accepted, its outcome not known", why), err
+	}
+	st, err := s.cfg.Delegate.Finish(ctx, hop.Iss, hop.ID, delegate.Outcome{State: store.Failed, NoEffect: true, Reason: handoff.ReasonPolicy, Detail: why})
+	if err != nil {
+		uerr := s.cfg.Delegate.Unknown(ctx, hop.Iss, hop.ID, why+"; recording it failed with no effect did not succeed: "+err.Error())
+		return toolError(nil, "%s: the tool did not run", why), errors.Join(fmt.Errorf("mcphandoff: hop %s of %s: %w", hop.ID, hop.Iss, err), uerr)
+	}
+	return toolError(st, "%s: the tool did not run", why), nil
 }
 
 // invoke calls the rest of the chain (the tool), turning a panic into an
@@ -356,9 +544,7 @@ func (s *Server) finish(ctx context.Context, hop *Hop, accepted *handoff.Element
 		// again under this hop (nextRound) instead of being answered as a
 		// retransmission.
 		c := *res
-		s.mu.Lock()
-		s.awaiting[hopKey{hop.Iss, hop.ID}] = &pending{hop: hop, res: &c}
-		s.mu.Unlock()
+		s.await(ctx, hopKey{hop.Iss, hop.ID}, &pending{hop: hop, res: &c, until: time.Now().Add(s.cfg.AwaitTTL)})
 		return withStatus(res, accepted), nil
 	}
 	reply := res
@@ -425,13 +611,17 @@ func (s *Server) retransmission(a *delegate.Answer) *mcp.CallToolResult {
 	_, running := s.running[k]
 	awaiting := s.awaiting[k]
 	s.mu.Unlock()
+	if a.Status == nil {
+		// Nothing about the hop's state or outcome: the same answer
+		// whatever became of the hop (draft "Replay and Freshness":
+		// statuses, and what they would tell, go only to iss).
+		return withStatus(&mcp.CallToolResult{Content: text("retransmission of hop %s: no status to resend (not yet decided, or the sender is not authenticated as %s)", a.Hop, a.Iss)}, nil)
+	}
 	var res *mcp.CallToolResult
 	switch {
-	case a.Status == nil:
-		res = &mcp.CallToolResult{Content: text("retransmission of hop %s: no status to resend (not yet decided, or the sender is not authenticated as %s)", a.Hop, a.Iss)}
 	case kept != nil && state.Terminal():
 		res = kept.res
-	case awaiting != nil && state == store.Accepted:
+	case awaiting != nil && state == store.Accepted && !time.Now().After(awaiting.until):
 		// Its last round asked for input: ask again, so that the
 		// client's multi-round-trip loop can answer.
 		res = awaiting.res
@@ -483,6 +673,9 @@ func (s *Server) cancelled(ctx context.Context, p *mcp.CancelledParams) error {
 	s.mu.Lock()
 	waiting := s.awaiting[k]
 	delete(s.awaiting, k)
+	if waiting != nil {
+		s.rorderAwait = slices.DeleteFunc(s.rorderAwait, func(x hopKey) bool { return x == k })
+	}
 	s.mu.Unlock()
 	if waiting != nil {
 		// Canceled between rounds: no round will run again, and what the
@@ -493,6 +686,44 @@ func (s *Server) cancelled(ctx context.Context, p *mcp.CancelledParams) error {
 		}
 	}
 	return nil
+}
+
+// await keeps p, a multi-round-trip call between rounds, for its next
+// round. Calls abandoned past AwaitTTL, and the oldest beyond
+// MaxAwaiting, are dropped on the way (and flagged).
+func (s *Server) await(ctx context.Context, k hopKey, p *pending) {
+	now := time.Now()
+	var dropped []hopKey
+	s.mu.Lock()
+	if _, ok := s.awaiting[k]; ok {
+		s.rorderAwait = slices.DeleteFunc(s.rorderAwait, func(x hopKey) bool { return x == k })
+	}
+	for len(s.rorderAwait) > 0 {
+		old := s.rorderAwait[0]
+		if len(s.rorderAwait) < s.cfg.MaxAwaiting && !now.After(s.awaiting[old].until) {
+			break
+		}
+		delete(s.awaiting, old)
+		s.rorderAwait = s.rorderAwait[1:]
+		dropped = append(dropped, old)
+	}
+	s.awaiting[k] = p
+	s.rorderAwait = append(s.rorderAwait, k)
+	s.mu.Unlock()
+	s.abandoned(ctx, dropped)
+}
+
+// abandoned flags the hops of multi-round-trip calls dropped between
+// rounds: each stays "accepted", and what its earlier rounds did is not
+// known here (draft "Knowing the Outcome": never guess).
+func (s *Server) abandoned(ctx context.Context, ks []hopKey) {
+	for _, k := range ks {
+		err := s.cfg.Delegate.Unknown(context.WithoutCancel(ctx), k.iss, k.hop,
+			"a multi-round-trip call was abandoned between rounds (no retry within the bound); the earlier rounds' effect is not known")
+		if err != nil && s.cfg.Report != nil {
+			s.cfg.Report(fmt.Errorf("mcphandoff: flagging abandoned hop %s of %s: %w", k.hop, k.iss, err))
+		}
+	}
 }
 
 // stop cancels the context of running work.

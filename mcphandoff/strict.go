@@ -39,6 +39,10 @@ const CodeNotStrict = -32700
 // clean one; the core parser (handoff.ParseHandoff) refuses all of them as
 // bad-signature (step 1), and this wrapper holds MCP to the same rule.
 //
+// A POST body that is not valid JSON at all is answered with the same
+// JSON-RPC parse error (-32700), whatever it mentions, where the SDK would
+// answer a bare HTTP 400.
+//
 // "Carrying Key" is judged on a body that fails the strict check: it holds
 // Key's octets, or decodes leniently to a member named Key (its name
 // written with escapes), or cannot be read at all past MaxStrictBody while
@@ -80,12 +84,19 @@ func StrictHandler(h http.Handler) http.Handler {
 			h.ServeHTTP(w, r)
 			return
 		}
+		if !json.Valid(b) {
+			// Not JSON at all: a JSON-RPC parse error, whatever the body
+			// mentions (the SDK would answer a bare HTTP 400), as
+			// a2ahandoff answers one.
+			refuse(w, nil, "the request body is not valid JSON: "+why)
+			return
+		}
 		id, carries := leniently(b)
 		if !carries {
 			h.ServeHTTP(w, r)
 			return
 		}
-		refuse(w, id, why)
+		refuse(w, id, "the body carries the agent handoff (_meta "+strconv.Quote(Key)+") but is not strict JSON: "+why)
 	})
 }
 
@@ -122,10 +133,9 @@ func numbersInRange(v any, depth int) string {
 	return ""
 }
 
-// leniently reads b as the SDK would (encoding/json, last duplicate wins)
-// and reports the JSON-RPC id and whether any object in it has a member
-// named Key. A body that does not decode carries Key if it holds its
-// octets.
+// leniently reads b (valid JSON) as the SDK would (encoding/json, last
+// duplicate wins) and reports the JSON-RPC id and whether any object in it
+// has a member named Key, or b holds Key's octets.
 func leniently(b []byte) (json.RawMessage, bool) {
 	if bytes.Contains(b, []byte(Key)) {
 		var msg struct {
@@ -181,7 +191,7 @@ func refuse(w http.ResponseWriter, id json.RawMessage, why string) {
 	}{JSONRPC: "2.0", ID: id, Error: struct {
 		Code    int    `json:"code"`
 		Message string `json:"message"`
-	}{CodeNotStrict, "mcphandoff: request refused, no tool ran: the body carries the agent handoff (_meta " + strconv.Quote(Key) + ") but is not strict JSON: " + why}})
+	}{CodeNotStrict, "mcphandoff: request refused, no tool ran: " + why}})
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	w.Write(body)

@@ -60,7 +60,8 @@ func TestStrictHandoffJSON(t *testing.T) {
 }
 
 // TestStrictHandlerBodies checks StrictHandler on raw HTTP bodies: which
-// are passed on (octets unchanged), which refused, and how.
+// are passed on (octets unchanged), which refused, and how (decisions 40,
+// 54: every refusal is a JSON-RPC error with code -32700).
 func TestStrictHandlerBodies(t *testing.T) {
 	var got []byte
 	h := mcphandoff.StrictHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -77,7 +78,12 @@ func TestStrictHandlerBodies(t *testing.T) {
 	}{
 		{"clean call with the key", `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"_meta":{"` + k + `":{"offer":"a"}}}}`, 202, ""},
 		{"duplicates without the key are not this wrapper's business", `{"jsonrpc":"2.0","id":7,"method":"tools/list","params":{"a":1,"a":2}}`, 202, ""},
-		{"not JSON at all: the SDK answers", `{"jsonrpc":`, 202, ""},
+		// JSON-RPC 2.0 section 5.1: invalid JSON is a parse error
+		// (-32700), whatever the body mentions (the SDK would answer a
+		// bare HTTP 400); no id can be read, so HTTP 400.
+		{"not JSON at all, without the key: parse error", `{"jsonrpc":`, 400, "null"},
+		{"truncated, with the key: parse error", `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"_meta":{"` + k + `":{"offer":"a"}}}`, 400, "null"},
+		{"a valid request followed by more text: parse error", `{"jsonrpc":"2.0","id":7,"method":"tools/list"} {}`, 400, "null"},
 		{"duplicate in a body with the key", `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"_meta":{"` + k + `":{"offer":"a","offer":"b"}}}}`, 200, "7"},
 		{"the key's name written with an escape", `{"jsonrpc":"2.0","id":"x","method":"tools/call","params":{"_meta":{"` + escaped + `":{"offer":"a","offer":"b"}}}}`, 200, `"x"`},
 		{"a notification: no id, HTTP 400", `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"_meta":{"` + k + `":"a"},"x":"\udc00"}}`, 400, "null"},

@@ -149,9 +149,11 @@ func (c *Checker) CheckRefs(ctx context.Context, sender string, refs []handoff.C
 func (c *Checker) check(ctx context.Context, sender string, refs []handoff.ContextRef, m *Material, all bool) Findings {
 	x := newIndex(m)
 	fs := make(Findings, len(refs))
+	b := &budget{f: c.fetch, parent: ctx}
+	defer b.end()
 	for i, r := range refs {
 		req := all || c.required(r)
-		out, fetched, err := c.checkOne(ctx, i, r, sender, &x, req)
+		out, fetched, err := c.checkOne(ctx, b, i, r, sender, &x, req)
 		switch {
 		case out == handoff.RefVerified && err != nil:
 			out = handoff.RefUnverifiable // never "verified" with a doubt
@@ -188,7 +190,7 @@ func (c *Checker) required(r handoff.ContextRef) bool {
 // checkOne checks reference i. It returns RefNotChecked with a nil error
 // only when the reference is not required and nothing was at hand; every
 // other outcome other than RefVerified comes with its reason.
-func (c *Checker) checkOne(ctx context.Context, i int, r handoff.ContextRef, sender string, x *index, required bool) (handoff.RefOutcome, bool, error) {
+func (c *Checker) checkOne(ctx context.Context, b *budget, i int, r handoff.ContextRef, sender string, x *index, required bool) (handoff.RefOutcome, bool, error) {
 	_, haveOctets := x.octets(i)
 	_, haveSalt := x.salt(i)
 	atHand := haveOctets || haveSalt
@@ -201,7 +203,7 @@ func (c *Checker) checkOne(ctx context.Context, i int, r handoff.ContextRef, sen
 		if r.Dig.Alg != handoff.AlgSHA256 {
 			return handoff.RefUnverifiable, false, fmt.Errorf("%w: %q", ErrUnsupportedAlg, r.Dig.Alg)
 		}
-		return c.checkDigest(ctx, i, r, sender, x, salted, required)
+		return c.checkDigest(ctx, b, i, r, sender, x, salted, required)
 	case handoff.KindLearnlogHead:
 		if !required && (r.Proof == nil || c.p.Keys == nil) {
 			return handoff.RefNotChecked, false, nil
@@ -233,7 +235,7 @@ func (c *Checker) checkOne(ctx context.Context, i int, r handoff.ContextRef, sen
 		var ferr error
 		if !ok {
 			// Fetched like a digest reference's octets; nil when not obtained.
-			if statement, ferr = c.fetch.fetch(ctx, r.Loc, sender); ferr == nil {
+			if statement, ferr = b.fetch(r.Loc, sender); ferr == nil {
 				fetched = true
 			}
 		}
@@ -258,7 +260,7 @@ func (c *Checker) checkOne(ctx context.Context, i int, r handoff.ContextRef, sen
 // dig: octets by index, else an Object by digest, else, only when required,
 // fetched from loc. A reference that is not required is never fetched: with
 // only its salt at hand (no octets) it is not checked.
-func (c *Checker) checkDigest(ctx context.Context, i int, r handoff.ContextRef, sender string, x *index, salted, required bool) (handoff.RefOutcome, bool, error) {
+func (c *Checker) checkDigest(ctx context.Context, b *budget, i int, r handoff.ContextRef, sender string, x *index, salted, required bool) (handoff.RefOutcome, bool, error) {
 	salt, haveSalt := x.salt(i)
 	switch {
 	case salted && haveSalt && len(salt) < MinSaltSize:
@@ -284,7 +286,7 @@ func (c *Checker) checkDigest(ctx context.Context, i int, r handoff.ContextRef, 
 			return handoff.RefUnverifiable, false, fmt.Errorf("%w (octets: %v)", ErrNoSalt, ErrNoOctets)
 		}
 		var err error
-		if octets, err = c.fetch.fetch(ctx, r.Loc, sender); err != nil {
+		if octets, err = b.fetch(r.Loc, sender); err != nil {
 			return handoff.RefUnverifiable, false, err
 		}
 		fetched = true

@@ -44,7 +44,8 @@
 // Fetching from loc is off unless the policy turns it on, and then runs
 // under safeguards that are all on by default: only senders on a
 // trusted-fetch list, only allowed schemes (https) and hosts (none by
-// default), a size cap (1 MiB), a timeout (10 s), at most 3 redirects,
+// default), a size cap (1 MiB), a timeout (10 s) per fetch and one deadline
+// (30 s) for all the fetches of a check, at most 3 redirects,
 // only within the same host, never from https to http and never to a URL
 // with credentials, and no loopback, private, link-local or other
 // non-public address (IPv6 forms that embed an IPv4 address included),

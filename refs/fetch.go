@@ -38,6 +38,12 @@ type FetchPolicy struct {
 	// Timeout bounds the whole fetch, redirects and body included;
 	// default 10 s.
 	Timeout time.Duration
+	// Deadline bounds all the fetches of one check (one offer's or
+	// status's references, up to 64 of them, each within Timeout):
+	// counted from its first fetch, past it every fetch still running is
+	// ended and every later one is refused, ErrTimeout either way (the
+	// reference is "unverifiable"). Default 30 s.
+	Deadline time.Duration
 	// MaxRedirects bounds the redirects followed (each to the same host
 	// and an allowed scheme, never from https to http); default 3.
 	MaxRedirects int
@@ -57,6 +63,7 @@ type FetchPolicy struct {
 const (
 	defaultMaxSize      = 1 << 20
 	defaultTimeout      = 10 * time.Second
+	defaultDeadline     = 30 * time.Second
 	defaultMaxRedirects = 3
 )
 
@@ -67,8 +74,11 @@ type fetcher struct {
 }
 
 func newFetcher(p FetchPolicy) (*fetcher, error) {
-	if p.MaxSize < 0 || p.Timeout < 0 || p.MaxRedirects < 0 {
-		return nil, errors.New("refs: fetch MaxSize, Timeout and MaxRedirects must not be negative")
+	if p.MaxSize < 0 || p.Timeout < 0 || p.Deadline < 0 || p.MaxRedirects < 0 {
+		return nil, errors.New("refs: fetch MaxSize, Timeout, Deadline and MaxRedirects must not be negative")
+	}
+	if p.Deadline == 0 {
+		p.Deadline = defaultDeadline
 	}
 	if p.MaxSize == 0 {
 		p.MaxSize = defaultMaxSize
@@ -225,6 +235,39 @@ func (f *fetcher) checkRedirect(req *http.Request, via []*http.Request) error {
 		return fmt.Errorf("%w: redirect from https to %s", ErrRedirect, req.URL.Scheme)
 	}
 	return nil
+}
+
+// budget is the fetching of one check: its fetches share one deadline
+// (FetchPolicy.Deadline), set at the first fetch, so that a check of many
+// references to slow servers ends in bounded time. Not safe for
+// concurrent use (a check fetches one reference at a time).
+type budget struct {
+	f      *fetcher
+	parent context.Context
+	ctx    context.Context // nil until the first fetch
+	cancel context.CancelFunc
+}
+
+// fetch is the fetcher's fetch within the check's deadline.
+func (b *budget) fetch(loc, sender string) ([]byte, error) {
+	if b.ctx == nil {
+		b.ctx, b.cancel = context.WithTimeout(b.parent, b.f.p.Deadline)
+	}
+	if b.ctx.Err() != nil && b.parent.Err() == nil {
+		return nil, fmt.Errorf("%w: %s not fetched: the check's fetches took their whole deadline of %v", ErrTimeout, loc, b.f.p.Deadline)
+	}
+	out, err := b.f.fetch(b.ctx, loc, sender)
+	if err != nil && b.ctx.Err() != nil && b.parent.Err() == nil {
+		return nil, fmt.Errorf("%w: %s: the check's fetches took their whole deadline of %v: %v", ErrTimeout, loc, b.f.p.Deadline, err)
+	}
+	return out, err
+}
+
+// end releases the deadline's timer.
+func (b *budget) end() {
+	if b.cancel != nil {
+		b.cancel()
+	}
 }
 
 // fetch obtains the object at loc for sender, under every safeguard. Its

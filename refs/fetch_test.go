@@ -381,3 +381,53 @@ func TestPrivateAddr(t *testing.T) {
 		}
 	}
 }
+
+// TestFetchDeadlinePerCheck: the fetches of one check share one overall
+// deadline (FetchPolicy.Deadline, default 30 s), beside each fetch's own
+// Timeout: a check of many required references to a slow server (each
+// answer well within Timeout) ends in bounded time, the references not
+// fetched in time "unverifiable" with ErrTimeout, and the check's error
+// is unverifiable-ref (draft "Resource Use"; step 7). Without it, 64
+// references could hold a receiver for 64 x Timeout.
+func TestFetchDeadlinePerCheck(t *testing.T) {
+	const each, n = 300 * time.Millisecond, 10 // 3 s of fetching without the deadline
+	s := newServer(t, false, func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-time.After(each):
+			w.Write(object)
+		case <-r.Context().Done():
+		}
+	})
+	fp := fetchPolicy(s.host())
+	fp.Timeout, fp.Deadline = 2*time.Second, 800*time.Millisecond
+	c := mustChecker(t, Policy{RequireAll: true, Fetch: fp})
+	rs := make([]handoff.ContextRef, n)
+	for i := range rs {
+		rs[i] = NewDigestRef(object, s.URL+"/obj?"+strconv.Itoa(i))
+	}
+	start := time.Now()
+	fs := c.CheckRefs(context.Background(), delegator, rs, nil)
+	took := time.Since(start)
+	if took > 2*time.Second {
+		t.Fatalf("the check took %v; the deadline is %v", took, fp.Deadline)
+	}
+	last := fs[n-1]
+	if last.Outcome != handoff.RefUnverifiable || !errors.Is(last.Err, ErrTimeout) || !strings.Contains(last.Err.Error(), "whole deadline") {
+		t.Fatalf("the last reference: %s %v; want unverifiable, the check's deadline passed", last.Outcome, last.Err)
+	}
+	if err := fs.Err(); !errors.Is(err, handoff.ErrUnverifiableRef) {
+		t.Fatalf("the check's error %v; want unverifiable-ref", err)
+	}
+	if h := s.hits.Load(); h >= n {
+		t.Fatalf("the server got %d requests; fetches past the deadline must not be made", h)
+	}
+
+	t.Run("defaults and bounds", func(t *testing.T) {
+		if c := mustChecker(t, Policy{}); c.p.Fetch.Deadline != 30*time.Second {
+			t.Fatalf("default Deadline %v, want 30s", c.p.Fetch.Deadline)
+		}
+		if _, err := NewChecker(Policy{Fetch: FetchPolicy{Deadline: -time.Second}}); err == nil || !strings.Contains(err.Error(), "Deadline") {
+			t.Fatalf("a negative Deadline: %v", err)
+		}
+	})
+}

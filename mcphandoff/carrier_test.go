@@ -1,0 +1,415 @@
+package mcphandoff_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/auth"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/quantumlearningmachines/handoff"
+	"github.com/quantumlearningmachines/handoff/delegate"
+	"github.com/quantumlearningmachines/handoff/delegator"
+	"github.com/quantumlearningmachines/handoff/mcphandoff"
+	"github.com/quantumlearningmachines/handoff/store"
+)
+
+// The delegate's Config.Stop reaches running work (New chains it): a
+// cancel that reaches the delegate by another way than this middleware's
+// notifications/cancelled (here the application calls Delegate.Cancel,
+// as another carrier sharing the delegate would) cancels the running
+// tool call's context (draft "Lifecycle": a verified cancel stops the
+// work).
+func TestStopHookStopsRunningWork(t *testing.T) {
+	e := newEnv(t, handoff.FormJWS, handoff.JSON)
+	ctx := context.Background()
+	h, hop := e.offer(e.dl, tester, "stopped by the delegate")
+	first, release := e.startBlocking(t, e.hc, e.cs, h)
+	defer close(release)
+	st, _, err := e.dl.Cancel(ctx, hop.Hop)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.d.Cancel(ctx, st, planner, hop.Hop); err != nil {
+		t.Fatal(err)
+	}
+	if got := wait(t, e.stopped, "the work to stop"); got != hop.Hop {
+		t.Fatalf("stopped %s, want %s", got, hop.Hop)
+	}
+	r := waitReply(t, first, "the stopped call")
+	e.srv.Wait()
+	// The tool declared failed with no effect when stopped.
+	if r.State != handoff.StateFailed {
+		t.Fatalf("reply state %s, want failed (the tool's declaration)", r.State)
+	}
+	e.wantRecord(t, hop.Hop, true, store.Failed, "")
+}
+
+// orderedDeliveries is the real hop store with the two deliveries of one
+// offer put in the order where the losing one applies the held cancel
+// (decision 48): the winner's claim waits for the loser to reach its own
+// claim, commits, and returns only once the delegate's Stop (which the
+// loser's applying the cancel calls) has come, so the winner's work is
+// not yet registered when it is stopped.
+type orderedDeliveries struct {
+	store.Store
+	claims          atomic.Int32
+	winnerAtClaim   chan struct{}
+	loserAtClaim    chan struct{}
+	winnerCommitted chan struct{}
+	stopped         chan struct{}
+	stopOnce        sync.Once
+}
+
+func (o *orderedDeliveries) hold(t *testing.T, c chan struct{}, what string) {
+	select {
+	case <-c:
+	case <-time.After(10 * time.Second):
+		t.Errorf("timed out waiting for %s", what)
+	}
+}
+
+// claimer is orderedDeliveries with the test to report to.
+type claimer struct {
+	*orderedDeliveries
+	t *testing.T
+}
+
+func (c claimer) Claim(ctx context.Context, r *store.Record) (*store.Record, bool, error) {
+	o := c.orderedDeliveries
+	switch o.claims.Add(1) {
+	case 1: // the winner
+		close(o.winnerAtClaim)
+		o.hold(c.t, o.loserAtClaim, "the second delivery to reach its claim")
+		got, stored, err := o.Store.Claim(ctx, r)
+		close(o.winnerCommitted)
+		o.hold(c.t, o.stopped, "the delegate to stop the hop's work")
+		return got, stored, err
+	case 2: // the loser
+		close(o.loserAtClaim)
+		o.hold(c.t, o.winnerCommitted, "the first delivery's claim to commit")
+	}
+	return o.Store.Claim(ctx, r)
+}
+
+// A cancel that overtook its offer is held; the offer is delivered twice
+// at once, and the losing delivery applies the held cancel to the hop the
+// winning delivery just took (decision 48). The delegate asks Stop before
+// the winner's work starts: the middleware remembers the stop, the tool
+// never runs, and the hop is recorded "failed" with no effect (the work
+// never began), answered to the winner as a tool error carrying that
+// status. Before the stop hook the winner ran the tool of a canceled hop.
+func TestLosingDeliveryAppliesHeldCancel(t *testing.T) {
+	o := &orderedDeliveries{winnerAtClaim: make(chan struct{}), loserAtClaim: make(chan struct{}),
+		winnerCommitted: make(chan struct{}), stopped: make(chan struct{})}
+	e := newEnvWith(t, handoff.FormJWS, handoff.JSON, envOptions{
+		wrap: func(s store.Store) store.Store { o.Store = s; return claimer{o, t} },
+		stop: func(string, string) { o.stopOnce.Do(func() { close(o.stopped) }) },
+	})
+	ctx := context.Background()
+	h, hop := e.offer(e.dl, tester, "delivered twice")
+	v, err := mcphandoff.HandoffValue(h, handoff.JSON)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type res struct {
+		r   *mcp.CallToolResult
+		err error
+	}
+	deliver := func() chan res {
+		c := make(chan res, 1)
+		go func() {
+			r, err := e.cs.CallTool(ctx, callCarrying("ok", v))
+			c <- res{r, err}
+		}()
+		return c
+	}
+	winner := deliver()
+	o.hold(t, o.winnerAtClaim, "the first delivery to reach its claim")
+	// The cancel overtakes the offer: not recorded yet, so it is held.
+	st, _, err := e.dl.Cancel(ctx, hop.Hop)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.d.Cancel(ctx, st, planner, hop.Hop); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("early cancel: %v; want it held", err)
+	}
+	loser := deliver()
+	w, l := wait(t, winner, "the winning delivery"), wait(t, loser, "the losing delivery")
+	if w.err != nil || l.err != nil {
+		t.Fatalf("deliveries: %v, %v", w.err, l.err)
+	}
+	e.srv.Wait()
+	if n := e.runs.Load(); n != 0 {
+		t.Fatalf("the tool ran %d times for a hop canceled before its work began", n)
+	}
+	e.wantRecord(t, hop.Hop, true, store.Failed, "")
+	if !w.r.IsError || !strings.Contains(textOf(w.r), "before its work began") {
+		t.Fatalf("winner's reply %q (isError %v); want the tool error saying the work never began", textOf(w.r), w.r.IsError)
+	}
+	sv, ok := w.r.Meta[mcphandoff.Key]
+	if !ok {
+		t.Fatal("the winner's reply carries no status")
+	}
+	sel, err := mcphandoff.StatusElement(sv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, s, _ := handoff.UnsafeDecode(sel); s == nil || s.State != handoff.StateFailed || len(s.Refs) != 0 {
+		t.Fatalf("winner's status %+v; want failed with no refs (no effect)", s)
+	}
+}
+
+// rawCall is a tools/call request as the SDK hands it to the middleware,
+// carrying v under Key, from a sender authenticated as planner.
+func rawCall(v any, responses mcp.InputResponseMap) *mcp.CallToolRequest {
+	return &mcp.CallToolRequest{
+		Params: &mcp.CallToolParamsRaw{Name: "run-tests", Meta: mcp.Meta{mcphandoff.Key: v}, InputResponses: responses},
+		Extra:  &mcp.RequestExtra{TokenInfo: &auth.TokenInfo{UserID: planner, Expiration: time.Now().Add(time.Hour)}},
+	}
+}
+
+// A call whose request is canceled (the caller went away, or MCP's
+// notifications/cancelled) while the work runs is answered as the bare
+// SDK answers a tool handler that returns the context's error: a
+// CallToolResult with isError and the error's text, here with the
+// "accepted" the work was taken under in _meta; never a JSON-RPC error
+// (the SDK gave those code 0). The work goes on to its outcome (decision
+// 34).
+func TestCanceledCallIsToolError(t *testing.T) {
+	e := newEnv(t, handoff.FormJWS, handoff.JSON)
+	ctx := context.Background()
+	h, hop, err := e.dl.Offer(ctx, delegator.Offer{Aud: tester, Work: "request canceled"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, _ := mcphandoff.HandoffValue(h, handoff.JSON)
+	entered, release := make(chan struct{}), make(chan struct{})
+	next := func(ctx context.Context, _ string, _ mcp.Request) (mcp.Result, error) {
+		close(entered)
+		<-release
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "done anyway"}}}, nil
+	}
+	mw := e.srv.Middleware()(next)
+	cctx, cancel := context.WithCancel(ctx)
+	type out struct {
+		r   mcp.Result
+		err error
+	}
+	got := make(chan out, 1)
+	go func() {
+		r, err := mw(cctx, "tools/call", rawCall(v, nil))
+		got <- out{r, err}
+	}()
+	<-entered
+	cancel()
+	o := wait(t, got, "the canceled call's answer")
+	if o.err != nil {
+		t.Fatalf("a canceled call answered with an error (%v); want a tool error result", o.err)
+	}
+	r, ok := o.r.(*mcp.CallToolResult)
+	if !ok || !r.IsError || !strings.HasPrefix(textOf(r), context.Canceled.Error()) {
+		t.Fatalf("answer %T %+v; want a CallToolResult with isError saying %q", o.r, o.r, context.Canceled)
+	}
+	sv, ok := r.Meta[mcphandoff.Key]
+	if !ok {
+		t.Fatal("no accepted status in the canceled call's answer")
+	}
+	if el, err := mcphandoff.StatusElement(sv); err != nil {
+		t.Fatal(err)
+	} else if _, s, _ := handoff.UnsafeDecode(el); s == nil || s.State != handoff.StateAccepted {
+		t.Fatalf("status %+v; want accepted", s)
+	}
+	close(release)
+	e.srv.Wait()
+	e.wantRecord(t, hop.Hop, false, store.Completed, " (the work goes on after its request ends)")
+}
+
+// Multi-round-trip calls (SEP-2322) kept between rounds are bounded
+// (decision 55): the oldest beyond MaxAwaiting is dropped, and one not
+// retried within AwaitTTL is abandoned. An abandoned call's retry runs
+// nothing and is answered from the record; the hop stays "accepted" and
+// is flagged unknown outcome (draft "Knowing the Outcome": what the
+// first round did is not known). A call within both bounds goes on.
+func TestAbandonedRoundsBounded(t *testing.T) {
+	const ttl = 300 * time.Millisecond
+	e := newEnvWith(t, handoff.FormJWS, handoff.JSON, envOptions{server: func(c *mcphandoff.ServerConfig) {
+		c.AwaitTTL, c.MaxAwaiting = ttl, 2
+	}})
+	ctx := context.Background()
+	var runs atomic.Int32
+	next := func(_ context.Context, _ string, req mcp.Request) (mcp.Result, error) {
+		runs.Add(1)
+		if req.(*mcp.CallToolRequest).Params.InputResponses == nil {
+			return &mcp.CallToolResult{InputRequests: mcp.InputRequestMap{"suite": &mcp.ElicitParams{Mode: "form", Message: "which suite?",
+				RequestedSchema: map[string]any{"type": "object"}}}}, nil
+		}
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "passed"}}}, nil
+	}
+	mw := e.srv.Middleware()(next)
+	answer := mcp.InputResponseMap{"suite": &mcp.ElicitResult{Action: "accept", Content: map[string]any{"suite": "unit"}}}
+	type hop struct {
+		id string
+		v  any
+	}
+	start := func(work string) hop {
+		t.Helper()
+		h, is, err := e.dl.Offer(ctx, delegator.Offer{Aud: tester, Work: work})
+		if err != nil {
+			t.Fatal(err)
+		}
+		v, _ := mcphandoff.HandoffValue(h, handoff.JSON)
+		r, err := mw(ctx, "tools/call", rawCall(v, nil))
+		if err != nil || r.(*mcp.CallToolResult).InputRequests == nil {
+			t.Fatalf("first round of %s: %+v, %v; want input requests", work, r, err)
+		}
+		return hop{is.Hop, v}
+	}
+	retry := func(h hop) *mcp.CallToolResult {
+		t.Helper()
+		r, err := mw(ctx, "tools/call", rawCall(h.v, answer))
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.srv.Wait()
+		return r.(*mcp.CallToolResult)
+	}
+	abandoned := func(h hop, r *mcp.CallToolResult, why string) {
+		t.Helper()
+		if r.InputRequests != nil || textOf(r) == "passed" {
+			t.Fatalf("%s: the retry ran the tool (%q)", why, textOf(r))
+		}
+		e.wantRecord(t, h.id, false, store.Accepted, " ("+why+")")
+		flags, err := e.d.Flags(ctx, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		found := false
+		for _, f := range flags {
+			found = found || f.Kind == store.FlagUnknownOutcome && f.Hop == h.id
+		}
+		if !found {
+			t.Fatalf("%s: hop not flagged unknown outcome: %+v", why, flags)
+		}
+	}
+
+	a, b, c := start("a"), start("b"), start("c") // c's first round drops a (MaxAwaiting 2)
+	n := runs.Load()
+	abandoned(a, retry(a), "dropped beyond MaxAwaiting")
+	if runs.Load() != n {
+		t.Fatal("the dropped call's retry ran the tool")
+	}
+	if r := retry(b); textOf(r) != "passed" {
+		t.Fatalf("a call within the bounds: retry answered %q; want the tool's second round", textOf(r))
+	}
+	e.wantRecord(t, b.id, false, store.Completed, "")
+
+	time.Sleep(ttl + 100*time.Millisecond) // c is now past AwaitTTL
+	n = runs.Load()
+	abandoned(c, retry(c), "not retried within AwaitTTL")
+	if runs.Load() != n {
+		t.Fatal("the expired call's retry ran the tool")
+	}
+}
+
+// An unauthenticated retransmission learns nothing about the hop's
+// outcome (draft "Replay and Freshness", "Asking Again"; SPEC section 6):
+// whatever became of the hop (running, completed, failed, rejected), the
+// answer to a sender not authenticated as offer.iss is the same tool
+// result, no status in _meta, isError false, the same text.
+func TestUnauthenticatedRetransmissionRevealsNothing(t *testing.T) {
+	e := newEnv(t, handoff.FormJWS, handoff.JSON)
+	ctx := context.Background()
+	_, stranger := e.connect(e.dl, handoff.JSON, "stranger-token")
+	answer := func(h *handoff.Handoff, hop string) (bool, string) {
+		t.Helper()
+		v, _ := mcphandoff.HandoffValue(h, handoff.JSON)
+		res, err := stranger.CallTool(ctx, callCarrying("ok", v))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, has := res.Meta[mcphandoff.Key]; has {
+			t.Fatalf("hop %s: the unauthenticated retransmission got a status", hop)
+		}
+		return res.IsError, strings.ReplaceAll(textOf(res), hop, "HOP")
+	}
+	type seen struct {
+		isError bool
+		text    string
+	}
+	var answers = map[string]seen{}
+
+	hc, _ := e.offer(e.dl, tester, "completed")
+	if _, err := e.hc.Call(ctx, e.cs, call("ok"), hc); err != nil {
+		t.Fatal(err)
+	}
+	hf, _ := e.offer(e.dl, tester, "failed")
+	if _, err := e.hc.Call(ctx, e.cs, call("fail"), hf); err != nil {
+		t.Fatal(err)
+	}
+	// A rejection recorded at step 5 (the dialog is not the session's).
+	hr, _, err := e.dl.Offer(ctx, delegator.Offer{Aud: tester, Dialog: "another dialog", Work: "rejected"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, err := e.hc.Call(ctx, e.cs, call("ok"), hr); err != nil || r.State != handoff.StateRejected {
+		t.Fatalf("rejected offer: %+v, %v", r, err)
+	}
+	hb, _ := e.offer(e.dl, tester, "running")
+	first, release := e.startBlocking(t, e.hc, e.cs, hb)
+	for name, h := range map[string]*handoff.Handoff{"completed": hc, "failed": hf, "rejected": hr, "running": hb} {
+		o, _, _ := handoff.UnsafeDecode(h.Offer)
+		isErr, text := answer(h, o.Hop)
+		answers[name] = seen{isErr, text}
+	}
+	close(release)
+	waitReply(t, first, "the running call")
+	want := answers["running"]
+	for name, a := range answers {
+		if a != want {
+			t.Errorf("%s hop: answered %+v; want the same as for a running hop, %+v", name, a, want)
+		}
+	}
+	if want.isError {
+		t.Error("the answer says isError: it tells a failure from a success")
+	}
+}
+
+// New and NewServer refuse configurations they cannot honour, each with
+// an error naming the field.
+func TestServerBoundsConfig(t *testing.T) {
+	e := newEnv(t, handoff.FormJWS, handoff.JSON)
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name, want string
+		build      func() error
+	}{
+		{"negative AwaitTTL", "AwaitTTL", func() error {
+			_, err := mcphandoff.NewServer(mcphandoff.ServerConfig{Delegate: e.d, AwaitTTL: -time.Second})
+			return err
+		}},
+		{"negative MaxAwaiting", "MaxAwaiting", func() error {
+			_, err := mcphandoff.NewServer(mcphandoff.ServerConfig{Delegate: e.d, MaxAwaiting: -1})
+			return err
+		}},
+		{"New given a Delegate too", "ServerConfig.Delegate must be nil", func() error {
+			_, err := mcphandoff.New(ctx, delegate.Config{}, mcphandoff.ServerConfig{Delegate: e.d})
+			return err
+		}},
+		{"New with an invalid delegate config", "delegate", func() error {
+			_, err := mcphandoff.New(ctx, delegate.Config{}, mcphandoff.ServerConfig{})
+			return err
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if err := tc.build(); err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error %v; want one naming %q", err, tc.want)
+			}
+		})
+	}
+}
