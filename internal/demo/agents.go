@@ -544,14 +544,13 @@ func (w *World) startTester(ctx context.Context) error {
 	a := w.agents[Tester]
 	a.Serves = MCP
 	a.URL += "/mcp"
-	d, err := delegate.New(ctx, delegate.Config{
+	// mcphandoff.New builds the delegate with its Stop wired to the
+	// server's, so a cancel or equivocation stops the running tool call.
+	var err error
+	if w.testerSrv, err = mcphandoff.New(ctx, delegate.Config{
 		Options: handoff.Options{Me: a.ID, Keys: a.keys},
 		Store:   a.st, Signer: a.signer, StatusForm: handoff.FormCOSE,
-	})
-	if err != nil {
-		return err
-	}
-	if w.testerSrv, err = mcphandoff.NewServer(mcphandoff.ServerConfig{Delegate: d, Authenticated: mcphandoff.TokenUser,
+	}, mcphandoff.ServerConfig{Authenticated: mcphandoff.TokenUser,
 		Report: func(err error) { a.logger.Error("handoff", "err", err) }}); err != nil {
 		return err
 	}
