@@ -294,12 +294,12 @@ type simMsg struct {
 }
 
 type simStats struct {
-	runs, steps, sent, dropped, duplicated, delayed, delivered           int64
+	runs, steps, sent, dropped, duplicated, delayed, delivered                   int64
 	takes, effects, cancels, cancelLost, lateTakes, stale, equivocations, copies int64
-	canceledEarly                                                        int64
-	replay, restarts, misrouted                                          int64
-	observed, probes, retries, unresolved, flagged, conflicts, finished  int64
-	firstLateTakeSeed                                                    uint64
+	canceledEarly                                                                int64
+	replay, restarts, misrouted                                                  int64
+	observed, probes, retries, unresolved, flagged, conflicts, finished          int64
+	firstLateTakeSeed                                                            uint64
 }
 
 type sim struct {
