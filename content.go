@@ -1,6 +1,7 @@
 package handoff
 
 import (
+	"crypto/sha256"
 	"fmt"
 
 	"github.com/quantumlearningmachines/handoff/internal/cose"
@@ -65,15 +66,22 @@ func SameContent(a, b Element) (bool, error) {
 	return ca.Equal(cb), nil
 }
 
-// content is the signed content digest of the element p was parsed from.
-// For a JWS after digest it reuses the signing input's hash; for COSE it
-// hashes ToBeSigned (a few hundred octets, against a verification).
-func (p *parsed) content() Digest {
-	var d [32]byte
+// digests returns the handoff digest of e, the element p was parsed from,
+// and its signed content digest, in one allocation. For a JWS both come
+// from one pass over the octets (the signing input is the token's prefix,
+// see jws.Token.Digest); for COSE the content hashes ToBeSigned (a few
+// hundred octets, against a verification).
+func (p *parsed) digests(e Element) (digest, content Digest) {
+	buf := make([]byte, 2*sha256.Size)
+	var d, c [sha256.Size]byte
 	if p.tok != nil {
-		d = p.tok.ContentDigest()
+		d = p.tok.Digest()
+		c = p.tok.ContentDigest()
 	} else {
-		d = p.msg.ContentDigest()
+		d = sha256.Sum256(e.Octets)
+		c = p.msg.ContentDigest()
 	}
-	return Digest{Alg: AlgSHA256, Val: d[:]}
+	copy(buf, d[:])
+	copy(buf[sha256.Size:], c[:])
+	return Digest{Alg: AlgSHA256, Val: buf[:sha256.Size:sha256.Size]}, Digest{Alg: AlgSHA256, Val: buf[sha256.Size:]}
 }

@@ -219,7 +219,7 @@ func (r *Receiver) Receive(ctx context.Context, b []byte, dialog string) (*Resul
 		digestOnly()
 		return fromMember(1, OfferIndex, err)
 	}
-	od := p.digest(h.Offer)
+	od, content := p.digests(h.Offer) // D5: the signed content too, for step 4
 	res.OfferDigest = &od
 	o := p.offer
 	// D1 (b), (c): a key bound to iss, then the signature.
@@ -244,7 +244,7 @@ func (r *Receiver) Receive(ctx context.Context, b []byte, dialog string) (*Resul
 	// finds a remembered pair just as a lookup would, so the common case
 	// costs one write and no read.
 	digest := *res.OfferDigest
-	seen := Seen{Digest: digest, Content: p.content()}
+	seen := Seen{Digest: digest, Content: content}
 	stale := r.fresh(o, now)
 	// iat has whole seconds: an offer issued in the second the memory
 	// began may have been seen just before, so that second counts as lost.
