@@ -3,6 +3,7 @@ package delegate_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -348,6 +349,68 @@ func TestD5ResentEquivocationOneFlag(t *testing.T) {
 			if flags, err := s.Flags(ctx, false); err != nil || len(flags) != 2 {
 				t.Fatalf("open flags after another conflicting offer: %d %v; want 2", len(flags), err)
 			}
+		})
+	}
+}
+
+// TestD5ConcurrentCopyDeliveries: one copy delivered 16 times at once,
+// half through a second Delegate (another replica on PostgreSQL, another
+// handle on SQLite): every answer carries the same status octets, and
+// the work was taken once.
+func TestD5ConcurrentCopyDeliveries(t *testing.T) {
+	ctx := context.Background()
+	for _, sk := range d5Stores {
+		t.Run(sk.name, func(t *testing.T) {
+			w := newWorld(t)
+			s, again := sk.open(t, w)
+			d := w.delegate(s, nil)
+			first, _ := w.signedOffer(handoff.FormJWS)
+			if a, err := d.Receive(ctx, carry(t, first, handoff.JSON), "ctx", true); err != nil || !a.Take {
+				t.Fatalf("first: %+v %v", a, err)
+			}
+			d2 := d
+			if sk.name == "postgres" {
+				d2 = w.delegate(again(), nil)
+			}
+			b, err := malleate.JWS(first.Octets)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cp := handoff.Element{Form: handoff.FormJWS, Octets: b}
+			msg := carry(t, cp, handoff.JSON)
+			const n = 16
+			got := make([][]byte, n)
+			errs := make([]error, n)
+			var wg sync.WaitGroup
+			for i := range n {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					dd := d
+					if i%2 == 1 {
+						dd = d2
+					}
+					a, err := dd.Receive(ctx, msg, "ctx", true)
+					switch {
+					case err != nil:
+						errs[i] = err
+					case a.Outcome != handoff.Retransmission || a.Take || a.Status == nil:
+						errs[i] = fmt.Errorf("outcome %v take %v status %v", a.Outcome, a.Take, a.Status != nil)
+					default:
+						got[i] = a.Status.Octets
+					}
+				}()
+			}
+			wg.Wait()
+			for i := range n {
+				if errs[i] != nil {
+					t.Fatalf("delivery %d: %v", i, errs[i])
+				}
+				if !bytes.Equal(got[i], got[0]) {
+					t.Fatalf("delivery %d got other status octets than delivery 0", i)
+				}
+			}
+			verifiesFor(t, w, &handoff.Element{Form: handoff.FormJWS, Octets: got[0]}, cp, first)
 		})
 	}
 }
