@@ -170,7 +170,6 @@ func TestD5SameContentIsRetransmission(t *testing.T) {
 				if err != nil || !a.Take {
 					t.Fatalf("first: %+v %v", a, err)
 				}
-				taken := 1
 				cp := c.make(t, w, first, o)
 				if bytes.Equal(cp.Octets, first.Octets) {
 					t.Fatal("the copy has the first's octets")
@@ -181,9 +180,6 @@ func TestD5SameContentIsRetransmission(t *testing.T) {
 					a, err := d.Receive(ctx, carry(t, cp, enc), "ctx", true)
 					if err != nil || a.Outcome != handoff.Retransmission || !a.Result.Copy || a.Take {
 						t.Fatalf("copy %d: outcome %v copy %v take %v, %v", i, a.Outcome, a.Result.Copy, a.Take, err)
-					}
-					if a.Take {
-						taken++
 					}
 					st := verifiesFor(t, w, a.Status, cp, first)
 					if st.State != handoff.StateAccepted || st.Iss != "coder" || st.Aud != "planner" {
@@ -234,9 +230,6 @@ func TestD5SameContentIsRetransmission(t *testing.T) {
 					t.Fatalf("copy after completion, again: %+v %v; want the same octets", a, err)
 				}
 
-				if taken != 1 {
-					t.Errorf("the work was taken %d times; want once", taken)
-				}
 				if len(log.stopped) != 0 {
 					t.Errorf("Stop called for %v; a copy stops nothing", log.stopped)
 				}

@@ -185,7 +185,9 @@ type Answer struct {
 	// Status is the signed status to send to the delegator, or nil to send
 	// nothing: an equivocating offer, a retransmission whose sender the
 	// host protocol did not authenticate as offer.iss, a hop not yet
-	// decided, or a rejection that cannot be addressed (step 1).
+	// decided, or a rejection that cannot be addressed (step 1). For a
+	// same-content copy of the recorded offer (Result.Copy, SPEC D5) it is
+	// the hop's current status signed for the copy's own digest.
 	Status *handoff.Element
 	// Take: this call took the work; do it exactly once, then Finish.
 	Take     bool
