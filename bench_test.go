@@ -63,11 +63,11 @@ type renewedMemory struct{ m *handoff.Memory }
 
 func (r *renewedMemory) renew() { r.m = handoff.NewMemory(func() time.Time { return benchNow }) }
 
-func (r *renewedMemory) Lookup(ctx context.Context, iss, hop string) (handoff.Digest, bool, error) {
+func (r *renewedMemory) Lookup(ctx context.Context, iss, hop string) (handoff.Seen, bool, error) {
 	return r.m.Lookup(ctx, iss, hop)
 }
 
-func (r *renewedMemory) Remember(ctx context.Context, iss, hop string, offer handoff.Element, d handoff.Digest, keep time.Time) (handoff.Digest, bool, error) {
+func (r *renewedMemory) Remember(ctx context.Context, iss, hop string, offer handoff.Element, d handoff.Seen, keep time.Time) (handoff.Seen, bool, error) {
 	return r.m.Remember(ctx, iss, hop, offer, d, keep)
 }
 

@@ -1,28 +1,36 @@
 package handoff
 
 import (
-	"bytes"
 	"context"
 	"sync"
 	"time"
 )
 
 // ReplayMemory remembers, for each (iss, hop) that passed steps 1-3, the
-// handoff digest of the first offer seen (draft "Freshness and Replay",
-// D5). A durable hop store implements it so that the memory survives a
-// restart.
+// handoff digest and the signed content digest of the first offer seen
+// (draft "Freshness and Replay", D5). A durable hop store implements it so
+// that the memory survives a restart.
 type ReplayMemory interface {
-	// Lookup returns the digest remembered for (iss, hop), if any.
-	Lookup(ctx context.Context, iss, hop string) (Digest, bool, error)
-	// Remember stores the offer's digest for (iss, hop) unless the pair
-	// is already remembered, atomically: of two callers racing on one
-	// pair, exactly one stores. It returns the digest now remembered and
-	// whether this call stored it. keepUntil is the earliest time the pair
-	// may be forgotten (exp plus skew at least). offer is the signed offer
-	// as received, for stores that keep its octets, and digest its handoff
-	// digest, which the receiver has computed already (hashing the octets
-	// again would cost about 1% of a verification).
-	Remember(ctx context.Context, iss, hop string, offer Element, digest Digest, keepUntil time.Time) (Digest, bool, error)
+	// Lookup returns what is remembered for (iss, hop), if anything.
+	Lookup(ctx context.Context, iss, hop string) (Seen, bool, error)
+	// Remember stores seen for (iss, hop) unless the pair is already
+	// remembered, atomically: of two callers racing on one pair, exactly
+	// one stores. It returns what is now remembered and whether this call
+	// stored it. keepUntil is the earliest time the pair may be forgotten
+	// (exp plus skew at least). offer is the signed offer as received, for
+	// stores that keep its octets (such a store may derive Seen.Content
+	// from the octets it holds, see SignedContent), and seen its digests,
+	// which the receiver has computed already (hashing the octets again
+	// would cost about 1% of a verification).
+	Remember(ctx context.Context, iss, hop string, offer Element, seen Seen, keepUntil time.Time) (Seen, bool, error)
+}
+
+// Seen is what a ReplayMemory keeps of the first offer for an (iss, hop):
+// its handoff digest, and its signed content digest (SignedContent), which
+// tells a same-content copy (a retransmission, D5) from equivocation.
+type Seen struct {
+	Digest  Digest
+	Content Digest
 }
 
 // Memory is an in-process ReplayMemory. Entries are forgotten once their
@@ -38,7 +46,7 @@ type Memory struct {
 type memKey struct{ iss, hop string }
 
 type memEntry struct {
-	d     Digest
+	s     Seen
 	until time.Time
 }
 
@@ -52,27 +60,31 @@ func NewMemory(now func() time.Time) *Memory {
 }
 
 // Lookup implements ReplayMemory.
-func (m *Memory) Lookup(_ context.Context, iss, hop string) (Digest, bool, error) {
+func (m *Memory) Lookup(_ context.Context, iss, hop string) (Seen, bool, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	e, ok := m.entries[memKey{iss, hop}]
-	return e.d, ok, nil
+	return e.s, ok, nil
 }
 
 // Remember implements ReplayMemory.
-func (m *Memory) Remember(_ context.Context, iss, hop string, _ Element, d Digest, keepUntil time.Time) (Digest, bool, error) {
-	d.Val = bytes.Clone(d.Val) // the caller's Result holds the same slice
+func (m *Memory) Remember(_ context.Context, iss, hop string, _ Element, s Seen, keepUntil time.Time) (Seen, bool, error) {
+	// The caller's Result holds the same slices: one allocation for both.
+	buf := make([]byte, len(s.Digest.Val)+len(s.Content.Val))
+	n := copy(buf, s.Digest.Val)
+	copy(buf[n:], s.Content.Val)
+	s.Digest.Val, s.Content.Val = buf[:n:n], buf[n:]
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	k := memKey{iss, hop}
 	if e, ok := m.entries[k]; ok {
-		return e.d, false, nil
+		return e.s, false, nil
 	}
-	m.entries[k] = memEntry{d: d, until: keepUntil}
+	m.entries[k] = memEntry{s: s, until: keepUntil}
 	if m.inserts++; m.inserts >= 1024 && m.inserts >= len(m.entries)/2 {
 		m.sweep()
 	}
-	return d, true, nil
+	return s, true, nil
 }
 
 // sweep drops entries past their keepUntil; amortized over inserts.

@@ -19,12 +19,13 @@ const (
 	Accepted Outcome = "accepted"
 	// Rejected: a check failed; Result.Reason is the status reason.
 	Rejected Outcome = "rejected"
-	// Retransmission: the same offer octets for a remembered (iss, hop);
-	// never processed again (draft "Asking Again").
+	// Retransmission: the same offer for a remembered (iss, hop): the
+	// same octets, or other octets with the same signed content
+	// (Result.Copy, D5); never processed again (draft "Asking Again").
 	Retransmission Outcome = "retransmission"
-	// Equivocation: a different offer for a remembered (iss, hop); it is
-	// not accepted and gets no status (draft "Forks, Concurrency, and
-	// Equivocation").
+	// Equivocation: a different offer (other signed content, D5) for a
+	// remembered (iss, hop); it is not accepted and gets no status (draft
+	// "Forks, Concurrency, and Equivocation").
 	Equivocation Outcome = "equivocation"
 )
 
@@ -144,6 +145,12 @@ type Result struct {
 	// Remembered is the digest first remembered for (iss, hop), for
 	// Retransmission and Equivocation.
 	Remembered *Digest
+	// Copy: a Retransmission whose octets differ from the remembered
+	// offer's (Remembered is not OfferDigest) but whose signed content is
+	// the same (D5): a malleated signature, an edited COSE unprotected
+	// header, or the issuer's own second signing of the same payload. The
+	// hop is the first offer's; an answer to this copy names OfferDigest.
+	Copy bool
 
 	Chain        []ChainElement // the checked chain, oldest first, once step 6 ran to the end
 	ChainQuality ChainQuality
@@ -212,7 +219,7 @@ func (r *Receiver) Receive(ctx context.Context, b []byte, dialog string) (*Resul
 		digestOnly()
 		return fromMember(1, OfferIndex, err)
 	}
-	od := p.digest(h.Offer)
+	od, content := p.digests(h.Offer) // D5: the signed content too, for step 4
 	res.OfferDigest = &od
 	o := p.offer
 	// D1 (b), (c): a key bound to iss, then the signature.
@@ -237,6 +244,7 @@ func (r *Receiver) Receive(ctx context.Context, b []byte, dialog string) (*Resul
 	// finds a remembered pair just as a lookup would, so the common case
 	// costs one write and no read.
 	digest := *res.OfferDigest
+	seen := Seen{Digest: digest, Content: content}
 	stale := r.fresh(o, now)
 	// iat has whole seconds: an offer issued in the second the memory
 	// began may have been seen just before, so that second counts as lost.
@@ -245,7 +253,7 @@ func (r *Receiver) Receive(ctx context.Context, b []byte, dialog string) (*Resul
 		if first, ok, err := r.o.Memory.Lookup(ctx, o.Iss, o.Hop); err != nil {
 			return nil, fmt.Errorf("handoff: replay memory: %w", err)
 		} else if ok {
-			return r.seen(res, first, digest)
+			return r.seen(res, first, seen)
 		}
 	}
 
@@ -260,12 +268,12 @@ func (r *Receiver) Receive(ctx context.Context, b []byte, dialog string) (*Resul
 		return reject(ReasonReplay, 4, OfferIndex, "iat", fmt.Errorf("iat %d is not after the second this receiver's memory began (%d); it may have seen the offer", o.Iat, r.o.Since.Unix()))
 	}
 	keep := time.Unix(o.Exp, 0).Add(r.o.Skew)
-	first, stored, err := r.o.Memory.Remember(ctx, o.Iss, o.Hop, h.Offer, digest, keep)
+	first, stored, err := r.o.Memory.Remember(ctx, o.Iss, o.Hop, h.Offer, seen, keep)
 	if err != nil {
 		return nil, fmt.Errorf("handoff: replay memory: %w", err)
 	}
 	if !stored {
-		return r.seen(res, first, digest)
+		return r.seen(res, first, seen)
 	}
 
 	// Step 5: dialog.
@@ -312,14 +320,30 @@ func (r *Receiver) Receive(ctx context.Context, b []byte, dialog string) (*Resul
 }
 
 // seen classifies an offer whose (iss, hop) is remembered (D5).
-func (r *Receiver) seen(res *Result, first, digest Digest) (*Result, error) {
-	res.Remembered = &first
-	if first.Equal(digest) {
-		res.Outcome = Retransmission
+func (r *Receiver) seen(res *Result, first, this Seen) (*Result, error) {
+	return res.Classify(first, this)
+}
+
+// Classify makes res, the Result of a verified offer whose (iss, hop) is
+// remembered as first, a Retransmission or an Equivocation by D5: the
+// same handoff digest is a retransmission; other octets with the same
+// signed content are a retransmission too (Copy); other signed content is
+// equivocation, returned as its *CheckError too. this is the offer's own
+// digests; a first.Content that is zero (unknown) never matches. Receive calls it; so may a delegate that finds the hop claimed
+// by another process after Receive (a lost race).
+func (res *Result) Classify(first, this Seen) (*Result, error) {
+	d := first.Digest
+	res.Remembered = &d
+	res.Copy = false
+	// A memory that knows no content digest (zero) proves no copy.
+	same := len(first.Content.Val) > 0 && first.Content.Equal(this.Content)
+	if first.Digest.Equal(this.Digest) || same {
+		res.Outcome, res.Reason, res.Err = Retransmission, "", nil
+		res.Copy = !first.Digest.Equal(this.Digest)
 		return res, nil
 	}
 	ce := &CheckError{Reason: ReasonEquivocation, Step: 4, Hop: res.Offer.Hop, Index: OfferIndex, Member: "hop",
-		Err: fmt.Errorf("(iss %q, hop %s) was first seen with offer %s, this is offer %s", res.Offer.Iss, res.Offer.Hop, first, digest)}
+		Err: fmt.Errorf("(iss %q, hop %s) was first seen with offer %s, this is offer %s, whose signed content differs", res.Offer.Iss, res.Offer.Hop, first.Digest, this.Digest)}
 	res.Outcome, res.Reason, res.Err = Equivocation, ReasonEquivocation, ce
 	return res, ce
 }

@@ -384,10 +384,23 @@ func TestRetransmissionAndEquivocation(t *testing.T) {
 			if err != nil || res.Outcome != Retransmission || res.ChainQuality != ChainAbsent {
 				t.Fatalf("retransmission: %v %v %v", res.Outcome, res.ChainQuality, err)
 			}
-			// Equivocation: same (iss, hop), new octets (a second signature).
-			second := f.resign("planner", o, forms[len(forms)-1], nil)
+			// D5: same (iss, hop), new octets with the same signed content
+			// (a second signature over the same payload, in the same form):
+			// a retransmission, a copy.
+			second := f.resign("planner", o, forms[0], nil)
 			res, err = late.Receive(ctx, encode(t, second, JSON), "")
-			if res.Outcome != Equivocation || !errors.Is(err, ErrEquivocation) || !res.Remembered.Equal(first.Offer.Digest()) {
+			if err != nil || res.Outcome != Retransmission || !res.Copy || !res.Remembered.Equal(first.Offer.Digest()) {
+				t.Fatalf("re-signed: %v copy %v %v", res.Outcome, res.Copy, err)
+			}
+			// Equivocation: same (iss, hop), other signed content (another
+			// task; or, in the mixed set, the same payload in the other form).
+			o2 := *o
+			if len(forms) == 1 {
+				o2.Task = "another task"
+			}
+			third := f.resign("planner", &o2, forms[len(forms)-1], nil)
+			res, err = late.Receive(ctx, encode(t, third, JSON), "")
+			if res.Outcome != Equivocation || res.Copy || !errors.Is(err, ErrEquivocation) || !res.Remembered.Equal(first.Offer.Digest()) {
 				t.Fatalf("equivocation: %v %v", res.Outcome, err)
 			}
 			// D5: a stale offer is not remembered; after it, a fresh one with

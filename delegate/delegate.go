@@ -155,19 +155,20 @@ func (d *Delegate) refreshSince(ctx context.Context) error {
 // decision and the status it sends, in one atomic insert (see Receive).
 type lookupOnly struct{ s store.Store }
 
-func (l lookupOnly) Lookup(ctx context.Context, iss, hop string) (handoff.Digest, bool, error) {
+func (l lookupOnly) Lookup(ctx context.Context, iss, hop string) (handoff.Seen, bool, error) {
 	r, err := l.s.Get(ctx, iss, hop)
 	if errors.Is(err, store.ErrNotFound) {
-		return handoff.Digest{}, false, nil
+		return handoff.Seen{}, false, nil
 	}
 	if err != nil {
-		return handoff.Digest{}, false, err
+		return handoff.Seen{}, false, err
 	}
-	return r.Digest, true, nil
+	seen, err := store.RecordSeen(r)
+	return seen, err == nil, err
 }
 
-func (l lookupOnly) Remember(_ context.Context, _, _ string, _ handoff.Element, digest handoff.Digest, _ time.Time) (handoff.Digest, bool, error) {
-	return digest, true, nil
+func (l lookupOnly) Remember(_ context.Context, _, _ string, _ handoff.Element, seen handoff.Seen, _ time.Time) (handoff.Seen, bool, error) {
+	return seen, true, nil
 }
 
 // Answer is what became of a received Handoff and what to send back.
@@ -177,7 +178,9 @@ type Answer struct {
 	// Status is the signed status to send to the delegator, or nil to send
 	// nothing: an equivocating offer, a retransmission whose sender the
 	// host protocol did not authenticate as offer.iss, a hop not yet
-	// decided, or a rejection that cannot be addressed (step 1).
+	// decided, or a rejection that cannot be addressed (step 1). For a
+	// same-content copy of the recorded offer (Result.Copy, SPEC D5) it is
+	// the hop's current status signed for the copy's own digest.
 	Status *handoff.Element
 	// Take: this call took the work; do it exactly once, then Finish.
 	Take     bool
@@ -282,8 +285,7 @@ func (d *Delegate) claim(ctx context.Context, a *Answer, o *handoff.Offer, offer
 	}
 	if !stored {
 		// Another claim was first: this offer is a retransmission or
-		// equivocation of that one; the Result says so too.
-		reclassify(a, got.Digest, rec.Digest)
+		// equivocation of that one; seen makes the Result say so too.
 		return d.seen(ctx, a, got, offer, authenticated)
 	}
 	a.Record, a.Status, a.Take = got, st, state == store.Accepted
@@ -430,37 +432,32 @@ func (d *Delegate) claimLost(ctx context.Context, rec *store.Record, claimErr er
 	return rec, nil
 }
 
-// reclassify makes the answer, and its Result, that of an offer (digest
-// dg) whose (iss, hop) was found recorded with digest first, as the
-// receiver's own step 4 does.
-func reclassify(a *Answer, first, dg handoff.Digest) {
-	res := a.Result
-	res.Remembered = &first
-	if first.Equal(dg) {
-		a.Outcome, res.Outcome, res.Reason, res.Err = handoff.Retransmission, handoff.Retransmission, "", nil
-		return
-	}
-	a.Outcome, res.Outcome, res.Reason = handoff.Equivocation, handoff.Equivocation, handoff.ReasonEquivocation
-	res.Err = &handoff.CheckError{Reason: handoff.ReasonEquivocation, Step: 4, Hop: a.Hop, Index: handoff.OfferIndex, Member: "hop",
-		Err: fmt.Errorf("(iss %q, hop %s) was first seen with offer %s, this is offer %s", a.Iss, a.Hop, first, dg)}
-}
-
-// seen answers an offer whose (iss, hop) is recorded (D5): the same octets
-// get the last status sent, never processed again; different octets are
-// equivocation, handled as the draft says.
+// seen answers an offer whose (iss, hop) is recorded as r (D5), first
+// classifying it against r (classify): the same offer (the same octets, or
+// a same-content copy) gets the hop's status and is never processed
+// again; a different one is equivocation, handled as the draft says.
 func (d *Delegate) seen(ctx context.Context, a *Answer, r *store.Record, offer handoff.Element, authenticated bool) (*Answer, error) {
 	a.Record = r
-	if r.Digest.Equal(offer.Digest()) {
-		a.Outcome = handoff.Retransmission
-		if r.Status != nil && authenticated {
-			a.Status = &handoff.Element{Form: r.StatusForm, Octets: r.Status}
+	if err := classify(a, r, offer); err != nil {
+		return nil, err
+	}
+	switch {
+	case a.Outcome == handoff.Equivocation:
+		var err error
+		a.Record, err = d.equivocation(ctx, r, offer)
+		return a, err
+	case !authenticated || r.Status == nil:
+		return a, nil // a resent status goes only to offer.iss
+	case a.Result.Copy:
+		st, err := d.copyStatus(ctx, r, *a.Result.OfferDigest)
+		if err != nil {
+			return nil, err
 		}
+		a.Status = st
 		return a, nil
 	}
-	a.Outcome = handoff.Equivocation
-	var err error
-	a.Record, err = d.equivocation(ctx, r, offer)
-	return a, err
+	a.Status = &handoff.Element{Form: r.StatusForm, Octets: r.Status}
+	return a, nil
 }
 
 // equivocation handles a second offer for a recorded hop. The second offer
@@ -475,13 +472,19 @@ func (d *Delegate) equivocation(ctx context.Context, r *store.Record, second han
 	r.Equivocated = true
 	iss, hop := r.Iss, r.Hop
 	detail := fmt.Sprintf("second offer %s for a hop first seen as offer %s (state %s)", second.Digest(), r.Digest, r.State)
+	// One open flag per conflicting content (Flag.Key): the same second
+	// offer resent, or its copies, add nothing to it.
+	key := "offer " + second.Digest().String()
+	if c, err := handoff.SignedContent(second); err == nil {
+		key = "content " + c.String()
+	}
 	// Flagged on every path once marked: a failure below (signing, the
 	// store) must not leave an equivocation nobody was told of.
 	defer func() {
 		if err != nil {
 			detail += fmt.Sprintf("; handling it failed: %v", err)
 		}
-		if ferr := d.raiseDetached(ctx, store.FlagEquivocation, iss, hop, detail); ferr != nil {
+		if ferr := d.raiseKeyed(ctx, store.FlagEquivocation, iss, hop, key, detail); ferr != nil {
 			err = errors.Join(err, ferr)
 		}
 	}()
@@ -983,11 +986,11 @@ func (d *Delegate) canceled(ctx context.Context, r *store.Record) (*store.Record
 	}
 	if r.State.Terminal() {
 		// "canceled" and the delegate's terminal status crossed in flight:
-		// each side keeps its first terminal state; make it visible. (A
-		// cancel asked again is flagged again: each delivery is an input
-		// the delegator sent without knowing the outcome.)
-		if _, err := d.raise(ctx, store.FlagConflictingInputs, iss, hop,
-			fmt.Sprintf("a valid cancel arrived for a hop already %s; the delegator may not have seen that status", r.State)); err != nil {
+		// each side keeps its first terminal state; make it visible.
+		// A cancel asked again is the same input: one open flag per hop
+		// and state (Flag.Key), however often it is resent.
+		if _, err := d.raiseFlag(ctx, store.Flag{Kind: store.FlagConflictingInputs, Iss: iss, Hop: hop, Key: "canceled after " + string(r.State),
+			Detail: fmt.Sprintf("a valid cancel arrived for a hop already %s; the delegator may not have seen that status", r.State)}); err != nil {
 			return nil, err
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -23,6 +24,7 @@ type world struct {
 	signers map[string]*handoff.Signer
 	now     time.Time
 	mu      sync.Mutex
+	seq     int // offers signed, for their task (offer)
 }
 
 func newWorld(t testing.TB) *world {
@@ -64,13 +66,19 @@ func (w *world) advance(d time.Duration) {
 }
 
 // offer signs a new offer from planner to coder, returning the Handoff
-// octets and the payload.
+// octets and the payload. Each call signs other content (its task is
+// numbered): an offer for a hop given again is an equivocation of the
+// first, not its re-signing, which D5 makes a retransmission (see copies_test.go).
 func (w *world) offer(hop string) ([]byte, *handoff.Offer) {
 	if hop == "" {
 		hop = handoff.NewHop()
 	}
 	n := w.clock().Unix()
-	o := &handoff.Offer{Hop: hop, Dialog: "ctx", Iss: "planner", Aud: "coder", Iat: n, Exp: n + 120}
+	w.mu.Lock()
+	w.seq++
+	task := fmt.Sprintf("task-%d", w.seq)
+	w.mu.Unlock()
+	o := &handoff.Offer{Hop: hop, Dialog: "ctx", Task: task, Iss: "planner", Aud: "coder", Iat: n, Exp: n + 120}
 	el, err := w.signers["planner"].SignOffer(o, handoff.FormJWS)
 	if err != nil {
 		w.t.Fatal(err)

@@ -209,7 +209,10 @@ func (d *Delegator) Intake(ctx context.Context, hop string, status handoff.Eleme
 	for {
 		if terminal(h.View) {
 			if h.View != to && to != store.ViewAccepted {
+				// One open flag per conflicting state (Flag.Key), however
+				// often the delegate resends it.
 				if _, err := d.c.Store.Raise(ctx, store.Flag{Kind: store.FlagConflictingInputs, Iss: d.c.Me, Hop: hop, Created: d.c.Now(),
+					Key:    fmt.Sprintf("status %s after %s", s.State, h.View),
 					Detail: fmt.Sprintf("the delegate %s sent %q after %q; the first stands", h.Aud, s.State, h.View)}); err != nil {
 					return nil, err
 				}

@@ -162,6 +162,13 @@ func TestConflictsAndLateStatuses(t *testing.T) {
 	if r := get(t, s, h.Hop); r.View != store.ViewComplete {
 		t.Fatalf("the first terminal status did not stand: %s", r.View)
 	}
+	// The conflicting status resent (the same one, or signed again) adds
+	// no flag: one open flag per conflicting state (issue 13).
+	for range 3 {
+		if _, err := d.Intake(ctx, h.Hop, w.status("coder", h, handoff.StateFailed, "")); err != nil {
+			t.Fatal(err)
+		}
+	}
 	flags, _ := d.Flags(ctx, false)
 	if len(flags) != 1 || flags[0].Kind != store.FlagConflictingInputs {
 		t.Fatalf("flags %+v", flags)

@@ -22,7 +22,8 @@ package delegator_test
 // the cancels on. A delegator whose hop resolved with no effect may offer
 // the work again (a new hop); an oracle may make an authoritative
 // observation (Observe) when it is true. Some runs add: no drops on the
-// cancel path; re-signed copies of seen hops (equivocation); a leaf that
+// cancel path; seen hops signed again, with the same payload (a copy: a
+// retransmission, D5) or a changed one (equivocation); a leaf that
 // restarts without its records; a faulty delegate that contradicts its
 // own terminal status; statuses and cancels handed in for the wrong hop.
 //
@@ -36,8 +37,9 @@ package delegator_test
 //  3. A second Offer for work whose hop is unresolved fails with
 //     store.ErrUnresolvedWork (probed at random moments).
 //  4. Every delegate answer agrees with its record: a retransmission is
-//     answered with the record's last status octets; the statuses sent for
-//     a hop obey "Lifecycle"; an equivocating offer gets no status.
+//     answered with the record's last status octets (a same-content copy
+//     with that status signed again for its own octets); the statuses sent
+//     for a hop obey "Lifecycle"; an equivocating offer gets no status.
 //  5. A cancel that reaches a recorded hop marks it, stops its work, and
 //     CancelDown cancels exactly the hops issued with that prev; with no
 //     drops on the cancel path every hop below a canceled one is reached,
@@ -292,12 +294,12 @@ type simMsg struct {
 }
 
 type simStats struct {
-	runs, steps, sent, dropped, duplicated, delayed, delivered           int64
-	takes, effects, cancels, cancelLost, lateTakes, stale, equivocations int64
-	canceledEarly                                                        int64
-	replay, restarts, misrouted                                          int64
-	observed, probes, retries, unresolved, flagged, conflicts, finished  int64
-	firstLateTakeSeed                                                    uint64
+	runs, steps, sent, dropped, duplicated, delayed, delivered                   int64
+	takes, effects, cancels, cancelLost, lateTakes, stale, equivocations, copies int64
+	canceledEarly                                                                int64
+	replay, restarts, misrouted                                                  int64
+	observed, probes, retries, unresolved, flagged, conflicts, finished          int64
+	firstLateTakeSeed                                                            uint64
 }
 
 type sim struct {
@@ -629,7 +631,7 @@ func simKey(iss, hop string) string { return iss + "|" + hop }
 func (s *sim) deliverOffer(m *simMsg) {
 	hp, to := m.hop, m.to
 	body := m.body
-	equivocating := false
+	equivocating, copying := false, false
 	k := simKey(hp.from.name, hp.id)
 	var before *store.Record
 	if r, err := to.mem.Get(s.ctx, hp.from.name, hp.id); err == nil {
@@ -637,19 +639,29 @@ func (s *sim) deliverOffer(m *simMsg) {
 	} else if !errors.Is(err, store.ErrNotFound) {
 		s.must(err, "get")
 	}
+	var copyEl handoff.Element
 	if m.retrans && before != nil && s.p.pEquiv > 0 && s.rng.Float64() < s.p.pEquiv {
-		// A buggy delegator signs the same hop again: same payload, new
-		// octets (ES256 signatures are randomized).
+		// A buggy delegator signs the same hop again. With the same
+		// payload (new octets: ES256 signatures are randomized) it is a
+		// copy, a retransmission (D5: same signed content is the same
+		// offer); with another payload, equivocation.
 		o, _, err := handoff.UnsafeDecode(hp.offer)
 		s.must(err, "decode own offer")
+		if s.rng.Float64() < 0.5 {
+			copying = true
+			s.st.copies++
+		} else {
+			o.Task += " (signed again, changed)"
+			equivocating = true
+			s.st.equivocations++
+		}
 		el, err := hp.from.signer.SignOffer(o, hp.offer.Form)
 		s.must(err, "re-sign")
+		copyEl = el
 		parsed, err := handoff.ParseHandoff(hp.octets, handoff.Limits{})
 		s.must(err, "parse")
 		body, err = (&handoff.Handoff{Offer: el, Chain: parsed.Chain}).Encode(s.p.enc)
 		s.must(err, "encode")
-		equivocating = true
-		s.st.equivocations++
 	}
 	flagsBefore := s.flagCount(to, store.FlagEquivocation, hp.id)
 	stopsBefore := len(to.stops)
@@ -707,6 +719,28 @@ func (s *sim) deliverOffer(m *simMsg) {
 			s.errf("%s: retransmission of hop%d: take=%v record before=%v after=%v", to.name, hp.seq, a.Take, before != nil, after != nil)
 			break
 		}
+		if copying {
+			// D5: the hop's state, signed again for the copy's own octets;
+			// the record stays the first offer's.
+			switch {
+			case !a.Result.Copy:
+				s.errf("%s: a re-signed copy of hop%d is not reported as a copy", to.name, hp.seq)
+			case after.Equivocated != before.Equivocated || !after.Digest.Equal(before.Digest) || len(to.stops) != stopsBefore ||
+				s.flagCount(to, store.FlagEquivocation, hp.id) != flagsBefore:
+				s.errf("%s: a same-content copy of hop%d was handled as equivocation", to.name, hp.seq)
+			case (after.Status == nil) != (a.Status == nil):
+				s.errf("%s: copy of hop%d: status sent %v, recorded %v", to.name, hp.seq, a.Status != nil, after.Status != nil)
+			case a.Status != nil:
+				vs, err := handoff.VerifyStatus(*a.Status, copyEl, handoff.StatusOptions{Keys: s.keys, Now: s.clock})
+				s.must(err, "%s: its status for the copy of hop%d does not verify for the copy", to.name, hp.seq)
+				_, rst, err := handoff.UnsafeDecode(handoff.Element{Form: after.StatusForm, Octets: after.Status})
+				s.must(err, "decode the recorded status")
+				if vs.Status.State != rst.State || vs.Status.Reason != rst.Reason {
+					s.errf("%s: copy of hop%d answered %s/%s, the hop is %s/%s", to.name, hp.seq, vs.Status.State, vs.Status.Reason, rst.State, rst.Reason)
+				}
+			}
+			return // its status names the copy, which the delegator did not keep
+		}
 		switch {
 		case after.Status == nil && a.Status != nil:
 			s.errf("%s: retransmission of hop%d answered though no status was ever sent", to.name, hp.seq)
@@ -763,8 +797,10 @@ func (s *sim) deliverOffer(m *simMsg) {
 		if after == nil || !after.Equivocated {
 			s.errf("%s: equivocated hop%d not marked", to.name, hp.seq)
 		}
-		if s.flagCount(to, store.FlagEquivocation, hp.id) != flagsBefore+1 {
-			s.errf("%s: equivocation of hop%d not flagged", to.name, hp.seq)
+		// One open flag per conflicting content: the same change resent
+		// is flagged once.
+		if n := s.flagCount(to, store.FlagEquivocation, hp.id); n == 0 || n > flagsBefore+1 {
+			s.errf("%s: equivocation of hop%d: %d flags, %d before; want one", to.name, hp.seq, n, flagsBefore)
 		}
 		if before != nil && before.State == store.Accepted && len(to.stops) != stopsBefore+1 {
 			s.errf("%s: equivocated hop%d was running but Stop was not called", to.name, hp.seq)
@@ -909,7 +945,8 @@ func (s *sim) deliverStatus(m *simMsg) {
 	if st.State == handoff.StateAccepted && before.View == store.Offered && got.View != store.ViewAccepted {
 		s.errf("%s: \"accepted\" left hop%d %s", d.name, hp.seq, got.View)
 	}
-	if newConflict && s.flagCount(d, store.FlagConflictingInputs, hp.id) <= conflictsBefore {
+	// Flagged: one open flag per conflicting state, however often resent.
+	if n := s.flagCount(d, store.FlagConflictingInputs, hp.id); newConflict && (n == 0 || n > conflictsBefore+1) {
 		s.errf("%s: conflicting terminal statuses for hop%d not flagged", d.name, hp.seq)
 	}
 	s.checkIssued(d, hp, got)
@@ -1020,7 +1057,9 @@ func (s *sim) deliverCancel(m *simMsg) {
 	if before.State == store.Accepted && len(d.stops) != stopsBefore+1 {
 		s.errf("%s: a cancel reached running hop%d but Stop was not called", d.name, hp.seq)
 	}
-	if before.State.Terminal() && s.flagCount(d, store.FlagConflictingInputs, hp.id) != conflictsBefore+1 {
+	// Flagged: one open flag per hop and state however often the cancel
+	// is resent.
+	if n := s.flagCount(d, store.FlagConflictingInputs, hp.id); before.State.Terminal() && (n == 0 || n > conflictsBefore+1) {
 		s.errf("%s: a cancel crossed the %s status of hop%d and was not flagged", d.name, before.State, hp.seq)
 	}
 	j := d.byRecv[simKey(hp.from.name, hp.id)]
@@ -1651,8 +1690,8 @@ func TestSimulation(t *testing.T) {
 	t.Logf("%d runs in %v: %d steps; messages %d sent, %d dropped, %d duplicated, %d delayed, %d delivered",
 		total.runs, time.Since(start).Round(time.Millisecond), total.steps, total.sent, total.dropped, total.duplicated, total.delayed, total.delivered)
 	t.Logf("leaf restarts %d, replay rejections %d, self-contradicting delegates %d, misrouted statuses/cancels %d", total.restarts, total.replay, total.conflicts, total.misrouted)
-	t.Logf("takes %d, effects %d, statuses finished %d, stale rejections %d, equivocations %d, cancels delivered %d (%d before their offer, %d of those hops taken later), observations %d, retries %d, probes %d, unresolved at end %d (flagged %d)",
-		total.takes, total.effects, total.finished, total.stale, total.equivocations, total.cancels, total.cancelLost, total.lateTakes,
+	t.Logf("takes %d, effects %d, statuses finished %d, stale rejections %d, equivocations %d, same-content copies %d, cancels delivered %d (%d before their offer, %d of those hops taken later), observations %d, retries %d, probes %d, unresolved at end %d (flagged %d)",
+		total.takes, total.effects, total.finished, total.stale, total.equivocations, total.copies, total.cancels, total.cancelLost, total.lateTakes,
 		total.observed, total.retries, total.probes, total.unresolved, total.flagged)
 	if total.lateTakes > 0 {
 		t.Logf("note: a cancel that overtook its offer was held by a delegate that then restarted (losing it), and the offer was taken later; first seed: %d", total.firstLateTakeSeed)
@@ -1676,6 +1715,7 @@ func (a *simStats) add(b *simStats) {
 	a.restarts += b.restarts
 	a.misrouted += b.misrouted
 	a.equivocations += b.equivocations
+	a.copies += b.copies
 	a.observed += b.observed
 	a.probes += b.probes
 	a.retries += b.retries

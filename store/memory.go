@@ -27,6 +27,10 @@ type Memory struct {
 	// (memory_held.go).
 	held    map[string]memHeld
 	heldSeq uint64
+
+	// The statuses of same-content copies (copies.go), by hop, then by
+	// the copy's digest.
+	copies map[[2]string]map[string]*Copy
 }
 
 // NewMemory returns an empty store whose memory begins at now.
@@ -211,6 +215,13 @@ func (m *Memory) Raise(_ context.Context, f Flag) (int64, error) {
 		return 0, err
 	}
 	defer m.mu.Unlock()
+	if f.Key != "" {
+		for _, o := range m.flags {
+			if o.Resolved.IsZero() && o.Kind == f.Kind && o.Iss == f.Iss && o.Hop == f.Hop && o.Key == f.Key {
+				return o.ID, nil // already open (Flag.Key)
+			}
+		}
+	}
 	m.nextID++
 	f.ID = m.nextID
 	f.Resolved, f.Resolution = time.Time{}, ""
@@ -261,6 +272,7 @@ func (m *Memory) Sweep(_ context.Context, now time.Time, retention time.Duration
 	for k, r := range m.hops {
 		if mayGo(r, now, retention) {
 			delete(m.hops, k)
+			delete(m.copies, k)
 			n++
 		}
 	}
@@ -308,6 +320,7 @@ func (m *Memory) Forget(_ context.Context, now time.Time) error {
 	}
 	defer m.mu.Unlock()
 	m.hops = map[[2]string]*Record{}
+	m.copies = nil
 	m.since = now
 	return nil
 }

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/quantumlearningmachines/handoff"
@@ -25,22 +26,39 @@ type replay struct {
 	now func() time.Time
 }
 
-func (r replay) Lookup(ctx context.Context, iss, hop string) (handoff.Digest, bool, error) {
+func (r replay) Lookup(ctx context.Context, iss, hop string) (handoff.Seen, bool, error) {
 	rec, err := r.s.Get(ctx, iss, hop)
 	if errors.Is(err, ErrNotFound) {
-		return handoff.Digest{}, false, nil
+		return handoff.Seen{}, false, nil
 	}
 	if err != nil {
-		return handoff.Digest{}, false, err
+		return handoff.Seen{}, false, err
 	}
-	return rec.Digest, true, nil
+	seen, err := RecordSeen(rec)
+	return seen, err == nil, err
 }
 
-func (r replay) Remember(ctx context.Context, iss, hop string, offer handoff.Element, digest handoff.Digest, keepUntil time.Time) (handoff.Digest, bool, error) {
-	rec, stored, err := r.s.Claim(ctx, &Record{Iss: iss, Hop: hop, Digest: digest, Offer: offer.Octets,
+func (r replay) Remember(ctx context.Context, iss, hop string, offer handoff.Element, seen handoff.Seen, keepUntil time.Time) (handoff.Seen, bool, error) {
+	rec, stored, err := r.s.Claim(ctx, &Record{Iss: iss, Hop: hop, Digest: seen.Digest, Offer: offer.Octets,
 		OfferForm: offer.Form, State: Received, Received: r.now(), KeepUntil: keepUntil})
 	if err != nil {
-		return handoff.Digest{}, false, err
+		return handoff.Seen{}, false, err
 	}
-	return rec.Digest, stored, nil
+	if stored {
+		return seen, true, nil
+	}
+	first, err := RecordSeen(rec)
+	return first, false, err
+}
+
+// RecordSeen is what a record tells a receiver of its hop's first offer
+// (handoff.ReplayMemory): its digest, and its signed content digest (D5),
+// derived from the octets the record keeps (no column of its own: only a
+// second offer for a recorded hop needs it).
+func RecordSeen(r *Record) (handoff.Seen, error) {
+	c, err := handoff.SignedContent(handoff.Element{Form: r.OfferForm, Octets: r.Offer})
+	if err != nil {
+		return handoff.Seen{}, HopError(fmt.Errorf("store: the recorded offer: %w", err), r.Iss, r.Hop)
+	}
+	return handoff.Seen{Digest: r.Digest, Content: c}, nil
 }

@@ -127,6 +127,13 @@ type Flag struct {
 	Created    time.Time
 	Resolved   time.Time // zero while open
 	Resolution string
+
+	// Key, when not empty, names what the flag is about beyond its kind
+	// and hop (the conflicting offer's signed content, say): Raise keeps
+	// at most one open flag per (Kind, Iss, Hop, Key), returning the open
+	// one's id instead of adding another, so that an input resent any
+	// number of times is flagged once. An empty Key never merges.
+	Key string
 }
 
 // Errors.
@@ -197,12 +204,27 @@ type Store interface {
 	// was seen.
 	MarkEquivocated(ctx context.Context, iss, hop string) error
 
-	// Raise records a flag for the operator and returns its id.
+	// Raise records a flag for the operator and returns its id. A flag
+	// with a Key is recorded only if no open flag has the same kind, iss,
+	// hop and Key, atomically; otherwise that flag's id is returned and
+	// nothing changes.
 	Raise(ctx context.Context, f Flag) (int64, error)
 	// Flags lists flags, oldest first; open ones only unless all is set.
 	Flags(ctx context.Context, all bool) ([]Flag, error)
 	// Resolve closes a flag with the operator's resolution.
 	Resolve(ctx context.Context, id int64, resolution string, now time.Time) error
+
+	// CopyStatus returns the status signed for a same-content copy (D5)
+	// of the hop's offer whose own handoff digest is d, or ErrNotFound.
+	CopyStatus(ctx context.Context, iss, hop string, d handoff.Digest) (*Copy, error)
+	// PutCopy stores c, the status signed for the copy c.Digest of hop
+	// (c.Iss, c.Hop), atomically and only if the hop is recorded with
+	// status octets equal to c.Basis, and either prev is nil and no status
+	// is stored for that copy yet and the hop has fewer than MaxCopies, or
+	// prev is the Basis of the copy's status now stored (which c then
+	// replaces). It reports whether it stored c; false (with no error)
+	// means a condition did not hold: read the hop and the copy again.
+	PutCopy(ctx context.Context, c *Copy, prev []byte) (bool, error)
 
 	// Sweep removes the records that may go at now: past KeepUntil, and
 	// either terminal for longer than retention, or Received (nothing was
@@ -210,7 +232,8 @@ type Store interface {
 	// retention ago. Other accepted hops stay until their outcome is
 	// recorded or the operator releases them. It returns how many hop
 	// records went. It also removes the flags resolved longer than
-	// retention ago (open flags stay).
+	// retention ago (open flags stay), and the copies' statuses of the
+	// hops that went (CopyStatus).
 	Sweep(ctx context.Context, now time.Time, retention time.Duration) (int, error)
 
 	// Since is when this store's memory begins: when it was created, or
@@ -219,7 +242,8 @@ type Store interface {
 	// lifetime has passed (draft "Replay and Freshness").
 	Since(ctx context.Context) (time.Time, error)
 
-	// Forget drops every hop record (not the flags) and sets Since to now.
+	// Forget drops every hop record and copy status (not the flags) and
+	// sets Since to now.
 	Forget(ctx context.Context, now time.Time) error
 
 	// HeldCancels keeps cancels that overtook their offers (held.go);

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+
+	"github.com/quantumlearningmachines/handoff/internal/malleate"
 )
 
 // AgentIds.
@@ -1393,12 +1395,38 @@ func (g *gen) sequences() {
 	acc.Offer = d
 	g.h("replay-equivocation", "D5, draft Forks: same (iss, hop), different octets: equivocation", false, e2, nil).
 		outcome("equivocation", "equivocation", "absent").before(f, now, "", acc)
-	e1 = g.single("seq-equivocation-resigned", fCOSE, nil)
-	e2 = g.single("seq-equivocation-resigned", fCOSE, nil) // same payload, new ECDSA signature
-	f, d = file("seq-equivocation-resigned-first", true, e1, nil)
+	// D5 (amended, issue 13): same signed content is the same offer. A
+	// second signing of the same payload, a malleated signature (r, N-s)
+	// and an edited COSE unprotected header have other octets but the
+	// same signed content: retransmissions, not equivocation.
+	e1 = g.single("seq-copy-resigned", fCOSE, nil)
+	e2 = g.single("seq-copy-resigned", fCOSE, nil) // same payload, new ECDSA signature
+	f, d = file("seq-copy-resigned-first", true, e1, nil)
 	acc.Offer = d
-	g.h("replay-equivocation-same-payload-resigned", "draft Forks: signing a hop twice gives different octets: equivocation", true, e2, nil).
-		outcome("equivocation", "equivocation", "absent").before(f, now, "", acc)
+	g.h("replay-retransmission-same-payload-resigned", "D5: same signed content is the same offer: the issuer signing the same payload again is a retransmission", true, e2, nil).
+		outcome("retransmission", "", "absent").before(f, now, "", acc)
+	for _, c := range []struct {
+		name, rule string
+		form       form
+		copy       func([]byte) ([]byte, error)
+	}{
+		{"malleated-jws-signature", "D5: a JWS whose ES256 signature (r, s) is rewritten as (r, N-s) is the same offer: a retransmission", fJWS, malleate.JWS},
+		{"malleated-cose-signature", "D5: a COSE_Sign1 whose signature (r, s) is rewritten as (r, N-s) is the same offer: a retransmission", fCOSE, malleate.COSESignature},
+		{"edited-cose-unprotected-header", "D5: a COSE_Sign1 with an edited unprotected header is the same offer: a retransmission", fCOSE, func(b []byte) ([]byte, error) {
+			return malleate.COSEUnprotected(b, "note", "added on the path")
+		}},
+	} {
+		e1 = g.single("seq-copy-"+c.name, c.form, nil)
+		b, err := c.copy(e1.octets)
+		if err != nil {
+			panic(err)
+		}
+		e2 = elem{cose: e1.cose, octets: b}
+		f, d = file("seq-copy-"+c.name+"-first", e1.cose, e1, nil)
+		acc.Offer = d
+		g.h("replay-retransmission-"+c.name, c.rule, e1.cose, e2, nil).
+			outcome("retransmission", "", "absent").before(f, now, "", acc)
+	}
 	e1 = g.single("seq-equivocation-after-exp", fJWS, nil)
 	e2 = g.single("seq-equivocation-after-exp", fJWS, func(o *obj) { o.set("iat", now-100).set("exp", now+100) })
 	f, d = file("seq-equivocation-after-exp-first", false, e1, nil)

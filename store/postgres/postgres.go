@@ -115,7 +115,26 @@ CREATE INDEX issued_due ON issued (resolved, next_ask)`,
   keep_until BIGINT NOT NULL,
   seq BIGINT NOT NULL,
   PRIMARY KEY (iss, offer_alg, offer)
-)`},
+)`,
+		// The statuses signed for same-content copies of a hop's offer
+		// (SPEC D5, store.Copy), which go with their hop (a sweep or
+		// Forget deletes the hop: the cascade deletes its copies); and a
+		// flag's Key, with at most one open flag per (kind, iss, hop, Key)
+		// (store.Flag.Key). No absolute version number is assumed: this is
+		// the migration after the held cancels.
+		`CREATE TABLE copies (
+  iss TEXT NOT NULL,
+  hop TEXT NOT NULL,
+  digest_alg TEXT NOT NULL,
+  digest BYTEA NOT NULL,
+  basis BYTEA NOT NULL,
+  status BYTEA NOT NULL,
+  status_form INTEGER NOT NULL,
+  PRIMARY KEY (iss, hop, digest_alg, digest),
+  FOREIGN KEY (iss, hop) REFERENCES hops (iss, hop) ON DELETE CASCADE
+);
+ALTER TABLE flags ADD COLUMN dedupe TEXT NOT NULL DEFAULT '';
+CREATE UNIQUE INDEX flags_open_dedupe ON flags (kind, iss, hop, dedupe) WHERE resolved = 0 AND dedupe <> ''`},
 }
 
 // Open connects to the database named by dsn (a libpq connection string

@@ -79,6 +79,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"ClosedStoreReturnsErrClosed", testClosed},
 	}
 	tests = append(tests, heldTests...) // held.go
+	tests = append(tests, copyTests...) // copies.go
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			tt.fn(t, open(t))
@@ -737,7 +738,7 @@ func checkFlags(t *testing.T, what string, got, want []store.Flag) {
 	for i := range want {
 		g, w := got[i], want[i]
 		if g.ID != w.ID || g.Kind != w.Kind || g.Iss != w.Iss || g.Hop != w.Hop || g.Detail != w.Detail ||
-			!g.Created.Equal(w.Created) || !g.Resolved.Equal(w.Resolved) || g.Resolution != w.Resolution {
+			!g.Created.Equal(w.Created) || !g.Resolved.Equal(w.Resolved) || g.Resolution != w.Resolution || g.Key != w.Key {
 			t.Errorf("%s: flag %d = %+v; want %+v", what, i, g, w)
 		}
 	}
@@ -1344,4 +1345,8 @@ func testClosed(t *testing.T, s store.Store) {
 	_, err = s.Since(ctx)
 	check("Since", err)
 	check("Forget", s.Forget(ctx, Base))
+	_, err = s.CopyStatus(ctx, Iss, "h", handoff.DigestOf(nil))
+	check("CopyStatus", err)
+	_, err = s.PutCopy(ctx, &store.Copy{Iss: Iss, Hop: "h", Digest: handoff.DigestOf(nil), Basis: Status("h/accepted")}, nil)
+	check("PutCopy", err)
 }

@@ -50,6 +50,7 @@ type DB struct {
 	db     *sql.DB
 	d      Dialect
 	q      queries
+	cq     copyQ // copies.go
 	closed atomic.Bool
 
 	claim *sql.Stmt // the single insert-if-absent
@@ -137,9 +138,9 @@ func Open(ctx context.Context, db *sql.DB, d Dialect, now time.Time) (*DB, error
 		release:          b(`UPDATE hops SET released = ? WHERE iss = ? AND hop = ? AND state = 'accepted' AND released = 0`),
 		pruneFlags:       b(`DELETE FROM flags WHERE resolved <> 0 AND resolved < ?`),
 		equivocated:      b(`UPDATE hops SET equivocated = 1 WHERE iss = ? AND hop = ?`),
-		raise:            b(`INSERT INTO flags (kind, iss, hop, detail, created) VALUES (?,?,?,?,?) RETURNING id`),
-		flags:            b(`SELECT id, kind, iss, hop, detail, created, resolved, resolution FROM flags WHERE resolved = 0 ORDER BY id`),
-		flagsAll:         b(`SELECT id, kind, iss, hop, detail, created, resolved, resolution FROM flags ORDER BY id`),
+		raise:            b(`INSERT INTO flags (kind, iss, hop, detail, created, dedupe) VALUES (?,?,?,?,?,?) ON CONFLICT (kind, iss, hop, dedupe) WHERE resolved = 0 AND dedupe <> '' DO NOTHING RETURNING id`),
+		flags:            b(`SELECT id, kind, iss, hop, detail, created, resolved, resolution, dedupe FROM flags WHERE resolved = 0 ORDER BY id`),
+		flagsAll:         b(`SELECT id, kind, iss, hop, detail, created, resolved, resolution, dedupe FROM flags ORDER BY id`),
 		resolve:          b(`UPDATE flags SET resolved = ?, resolution = ? WHERE id = ? AND resolved = 0`),
 		// The sweep walks the primary key in windows of sweepBatch rows:
 		// sweepEnd finds a window's last key (a read), sweep and sweepLast
@@ -152,6 +153,7 @@ func Open(ctx context.Context, db *sql.DB, d Dialect, now time.Time) (*DB, error
 		setSince:     b(`UPDATE meta SET v = ? WHERE k = 'since'`),
 		getForUpdate: b(`SELECT ` + selCols + ` FROM hops WHERE iss = ? AND hop = ? ` + d.ForUpdate),
 	}
+	s.cq = copyQueries(d)
 	var err error
 	if s.claim, err = db.PrepareContext(ctx, s.q.claim); err != nil {
 		return nil, fmt.Errorf("store: prepare claim: %w", err)
@@ -675,11 +677,7 @@ func (s *DB) Raise(ctx context.Context, f store.Flag) (int64, error) {
 	if err := s.open(); err != nil {
 		return 0, err
 	}
-	var id int64
-	if err := s.db.QueryRowContext(ctx, s.q.raise, f.Kind, f.Iss, f.Hop, f.Detail, nanos(f.Created)).Scan(&id); err != nil {
-		return 0, fmt.Errorf("store: raise flag: %w", err)
-	}
-	return id, nil
+	return s.raiseKeyed(ctx, f)
 }
 
 // Flags implements store.Store.
@@ -700,7 +698,7 @@ func (s *DB) Flags(ctx context.Context, all bool) ([]store.Flag, error) {
 	for rows.Next() {
 		var f store.Flag
 		var created, resolved int64
-		if err := rows.Scan(&f.ID, &f.Kind, &f.Iss, &f.Hop, &f.Detail, &created, &resolved, &f.Resolution); err != nil {
+		if err := rows.Scan(&f.ID, &f.Kind, &f.Iss, &f.Hop, &f.Detail, &created, &resolved, &f.Resolution, &f.Key); err != nil {
 			return nil, err
 		}
 		f.Created, f.Resolved = fromNanos(created), fromNanos(resolved)
