@@ -8,7 +8,6 @@ import (
 	"regexp"
 	"strings"
 
-	"github.com/quantumlearningmachines/handoff/internal/malleate"
 )
 
 // AgentIds.
@@ -1395,38 +1394,55 @@ func (g *gen) sequences() {
 	acc.Offer = d
 	g.h("replay-equivocation", "D5, draft Forks: same (iss, hop), different octets: equivocation", false, e2, nil).
 		outcome("equivocation", "equivocation", "absent").before(f, now, "", acc)
-	// D5 (amended, issue 13): same signed content is the same offer. A
-	// second signing of the same payload, a malleated signature (r, N-s)
-	// and an edited COSE unprotected header have other octets but the
-	// same signed content: retransmissions, not equivocation.
+	// Same signed content is the same offer (D5): copies that anyone on
+	// the path can make without the key, and the issuer's own re-signing
+	// of the same payload, are retransmissions, whatever their octets.
+	coder := g.agents["coder"]
 	e1 = g.single("seq-copy-resigned", fCOSE, nil)
 	e2 = g.single("seq-copy-resigned", fCOSE, nil) // same payload, new ECDSA signature
 	f, d = file("seq-copy-resigned-first", true, e1, nil)
 	acc.Offer = d
-	g.h("replay-retransmission-same-payload-resigned", "D5: same signed content is the same offer: the issuer signing the same payload again is a retransmission", true, e2, nil).
+	g.h("replay-copy-same-payload-resigned", "D5: the same payload and protected header signed again is the same offer: retransmission", true, e2, nil).
 		outcome("retransmission", "", "absent").before(f, now, "", acc)
-	for _, c := range []struct {
-		name, rule string
-		form       form
-		copy       func([]byte) ([]byte, error)
-	}{
-		{"malleated-jws-signature", "D5: a JWS whose ES256 signature (r, s) is rewritten as (r, N-s) is the same offer: a retransmission", fJWS, malleate.JWS},
-		{"malleated-cose-signature", "D5: a COSE_Sign1 whose signature (r, s) is rewritten as (r, N-s) is the same offer: a retransmission", fCOSE, malleate.COSESignature},
-		{"edited-cose-unprotected-header", "D5: a COSE_Sign1 with an edited unprotected header is the same offer: a retransmission", fCOSE, func(b []byte) ([]byte, error) {
-			return malleate.COSEUnprotected(b, "note", "added on the path")
-		}},
-	} {
-		e1 = g.single("seq-copy-"+c.name, c.form, nil)
-		b, err := c.copy(e1.octets)
-		if err != nil {
-			panic(err)
-		}
-		e2 = elem{cose: e1.cose, octets: b}
-		f, d = file("seq-copy-"+c.name+"-first", e1.cose, e1, nil)
-		acc.Offer = d
-		g.h("replay-retransmission-"+c.name, c.rule, e1.cose, e2, nil).
-			outcome("retransmission", "", "absent").before(f, now, "", acc)
-	}
+	e1 = g.single("seq-copy-resigned-jws", fJWS, nil)
+	e2 = g.single("seq-copy-resigned-jws", fJWS, nil)
+	f, d = file("seq-copy-resigned-jws-first", false, e1, nil)
+	acc.Offer = d
+	g.h("replay-copy-jws-resigned", "D5: a JWS with the same signing input signed again is the same offer: retransmission", false, e2, nil).
+		outcome("retransmission", "", "absent").before(f, now, "", acc)
+	e1 = g.single("seq-copy-jws-malleated", fJWS, nil)
+	f, d = file("seq-copy-jws-malleated-first", false, e1, nil)
+	acc.Offer = d
+	g.h("replay-copy-jws-malleated", "D5: a JWS whose ECDSA signature is rewritten as (r, N-s) is the same offer: retransmission", false, malleateJWS(e1), nil).
+		outcome("retransmission", "", "absent").before(f, now, "", acc)
+	payload := toCBOR(g.offer("seq-copy-cose-malleated", nil))
+	prot, sig := coder.coseParts(payload)
+	e1 = elem{cose: true, octets: coseMsg(prot, cMap(), payload, sig)}
+	f, d = file("seq-copy-cose-malleated-first", true, e1, nil)
+	acc.Offer = d
+	g.h("replay-copy-cose-malleated", "D5: a COSE_Sign1 whose ECDSA signature is rewritten as (r, N-s) is the same offer: retransmission", true,
+		elem{cose: true, octets: coseMsg(prot, cMap(), payload, malleateSig(sig))}, nil).
+		outcome("retransmission", "", "absent").before(f, now, "", acc)
+	payload = toCBOR(g.offer("seq-copy-cose-unprotected", nil))
+	prot, sig = coder.coseParts(payload)
+	e1 = elem{cose: true, octets: coseMsg(prot, cMap(), payload, sig)}
+	f, d = file("seq-copy-cose-unprotected-first", true, e1, nil)
+	acc.Offer = d
+	g.h("replay-copy-cose-unprotected-edited", "D5: a COSE_Sign1 with an edited unprotected header is the same offer: retransmission", true,
+		elem{cose: true, octets: coseMsg(prot, cMap(cText("x-note"), cText("added on the path")), payload, sig)}, nil).
+		outcome("retransmission", "", "absent").before(f, now, "", acc)
+	e1 = g.single("seq-equivocation-protected", fCOSE, nil)
+	payload = toCBOR(g.offer("seq-equivocation-protected", nil))
+	e2 = coseRaw(coder.key, toCBOR(cmap{
+		{cUint(coseLblAlg), cInt(coseAlgES)},
+		{cUint(coseLblCT), cText(coseCT)},
+		{cUint(coseLblKid), cBytes([]byte(coder.kid))},
+		{cText("x-note"), cText("another protected header")},
+	}), nil, payload)
+	f, d = file("seq-equivocation-protected-first", true, e1, nil)
+	acc.Offer = d
+	g.h("replay-equivocation-other-protected-header", "D5: the same payload under another protected header is different signed content: equivocation", true, e2, nil).
+		outcome("equivocation", "equivocation", "absent").before(f, now, "", acc)
 	e1 = g.single("seq-equivocation-after-exp", fJWS, nil)
 	e2 = g.single("seq-equivocation-after-exp", fJWS, func(o *obj) { o.set("iat", now-100).set("exp", now+100) })
 	f, d = file("seq-equivocation-after-exp-first", false, e1, nil)

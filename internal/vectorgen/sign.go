@@ -2,10 +2,13 @@ package main
 
 import (
 	"crypto/ecdsa"
+	"crypto/elliptic"
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
 	"fmt"
+	"math/big"
+	"strings"
 
 	jose "github.com/go-jose/go-jose/v4"
 	gocose "github.com/veraison/go-cose"
@@ -195,4 +198,36 @@ func (a *agent) goCOSE(payload []byte) elem {
 		panic(fmt.Sprintf("go-cose message does not verify: %v", err))
 	}
 	return elem{cose: true, octets: b}
+}
+
+// ---- copies anyone on the path can make without the key (D5) ----
+
+// p256N is the order of the P-256 group.
+var p256N = elliptic.P256().Params().N
+
+// malleateSig rewrites an R||S signature as (R, N-S), which verifies just
+// as well.
+func malleateSig(sig []byte) []byte {
+	s := new(big.Int).SetBytes(sig[32:])
+	out := append([]byte{}, sig[:32]...)
+	return append(out, new(big.Int).Sub(p256N, s).FillBytes(make([]byte, 32))...)
+}
+
+// malleateJWS returns e's compact JWS with its signature malleated.
+func malleateJWS(e elem) elem {
+	s := string(e.octets)
+	i := strings.LastIndexByte(s, '.')
+	sig, err := b64.DecodeString(s[i+1:])
+	if err != nil {
+		panic(err)
+	}
+	return elem{octets: []byte(s[:i+1] + b64.EncodeToString(malleateSig(sig)))}
+}
+
+// coseParts signs payload under the standard protected header and returns
+// the parts, so that a copy can be assembled with another unprotected
+// header or a malleated signature.
+func (a *agent) coseParts(payload []byte) (prot, sig []byte) {
+	prot = toCBOR(coseProt(a.kid))
+	return prot, rs(a.key, sigStructure(prot, payload))
 }

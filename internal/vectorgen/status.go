@@ -69,6 +69,18 @@ func (g *gen) statusCases() {
 		return o
 	}()), false, "status/offer.cose", "verified", "", "accepted")
 
+	// D9: "rejected" with reason wrong-audience comes from the agent the
+	// offer reached by mistake (any trusted agent but offer.iss), to
+	// offer.iss.
+	planner := g.agents["planner"]
+	wrongAud := func(o *obj) { o.set("reason", "wrong-audience") }
+	ok("status-wrong-audience-third-party", "D9: rejected/wrong-audience signed by the agent the offer reached by mistake, to offer.iss", planner.sign(fJWS, st(P, C, "rejected", wrongAud)), false, "rejected")
+	ok("status-wrong-audience-by-delegate", "D9: the offer's own delegate may say wrong-audience too", tester.sign(fCOSE, st(T, C, "rejected", wrongAud)), false, "rejected")
+	no("status-wrong-audience-untrusted", "D9, D1 (b): the third party needs a trusted key", out.sign(fJWS, st(X, C, "rejected", wrongAud)), "untrusted-key")
+	no("status-wrong-audience-not-to-iss", "D9: a wrong-audience status goes to offer.iss", planner.sign(fJWS, st(P, T, "rejected", wrongAud)), "wrong-audience")
+	no("status-wrong-audience-by-iss", "D9: offer.iss cannot answer its own offer", coder.sign(fJWS, st(C, C, "rejected", wrongAud)), "")
+	no("status-third-party-other-reason", "D9: a third party may send only rejected/wrong-audience", planner.sign(fJWS, st(P, C, "rejected", func(o *obj) { o.set("reason", "policy") })), "")
+	no("status-third-party-failed", "D9: a third party may send only rejected/wrong-audience", planner.sign(fJWS, st(P, C, "failed", wrongAud)), "")
 	no("status-canceled-by-delegate", "D9: canceled must come from offer.iss", tester.sign(fJWS, st(T, C, "canceled", nil)), "")
 	no("status-completed-by-delegator", "D9: completed must come from offer.aud", coder.sign(fJWS, st(C, T, "completed", nil)), "")
 	no("status-wrong-aud", "D9: status.aud is the other party", tester.sign(fJWS, st(T, P, "accepted", nil)), "")
