@@ -60,12 +60,12 @@ func (p *jsonParser) value(depth int) (any, error) {
 	switch c := p.b[p.i]; {
 	case c == '{':
 		if depth >= MaxDepth {
-			return nil, errors.New("nested too deeply")
+			return nil, errNesting
 		}
 		return p.object(depth + 1)
 	case c == '[':
 		if depth >= MaxDepth {
-			return nil, errors.New("nested too deeply")
+			return nil, errNesting
 		}
 		return p.array(depth + 1)
 	case c == '"':
