@@ -336,7 +336,7 @@ func (d *cborDecoder) mapValue(n uint64, depth int, id *keyDigest) (any, error) 
 	var other []Pair
 	var seen map[string]bool // the identities of the keys in other, from the second
 	var firstBuf [48]byte
-	var first []byte // the identity of other[0]
+	var first []byte   // the identity of other[0]
 	var ids []keyEntry // with id: each entry's key and value digests
 	var kd, vd *keyDigest
 	if id != nil {
