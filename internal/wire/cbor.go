@@ -43,13 +43,10 @@ var encMode = func() cbor.EncMode {
 // or value an open array or map still claims holds one octet, and a
 // string its octets, so that a head claiming more than the rest of the
 // input can hold (counting what the heads around it already claim) is
-// refused as truncated when it is read. Nothing is allocated from a
-// claimed count beyond a small first capacity; a decoded value grows
-// with the items actually read. Decoding costs time linear in len(b),
-// and memory a small constant times len(b). Tags are not interpreted: a tag is kept as a cbor.Tag
-// around its decoded content, whatever its number (tag 0 around an
-// integer is as well-formed as any other), so an unknown member keeps
-// whatever well-formed CBOR it holds (D3).
+// refused as truncated when it is read. An array or map is sized from a
+// claim only once the claim fits the budget: at most one slot per octet
+// present. Decoding costs time linear in len(b), and memory a small
+// constant times len(b).
 func DecodeCBOR(b []byte) (any, error) {
 	d := cborDecoder{b: b}
 	v, err := d.value(0)
@@ -124,10 +121,6 @@ func (ks *keyState) writeHead(h hash.Hash, kind byte, n uint64) {
 	binary.BigEndian.PutUint64(b[1:], n)
 	h.Write(b)
 }
-
-// maxPrealloc bounds the capacity an array or map is given from its
-// claimed count; past it, it grows with the items read.
-const maxPrealloc = 16
 
 // free is the budget: the octets after off that no open array or map
 // claims.
