@@ -146,12 +146,13 @@ func allocated(f func()) uint64 {
 }
 
 // maxBytesPerOctet is the bound on what decoding may allocate per input
-// octet, for any input. The densest trees cost up to 64: an array of
-// empty maps (one map per octet) is a 16-octet slot in the array, which
-// its claimed count sized once, and a 48-octet map per element; an array
-// of empty arrays 16 + 24. The rest is headroom for the runtime's size
-// classes.
-const maxBytesPerOctet = 80
+// octet, for any input. The densest trees cost up to 80: an array of
+// empty maps (one map per octet) is up to two 16-octet slots per element
+// over the array's growth (its room doubles from firstCap, never past
+// its claimed count) and a 48-octet map per element; an array of empty
+// arrays 32 + 24. The rest is headroom for the runtime's size classes.
+// Hostile heads, refused, cost nothing: no room is made from a claim.
+const maxBytesPerOctet = 96
 
 // TestHostileInputsBounded: each hostile shape is decoded, or refused
 // with the error its rule gives (a claim the input cannot hold: ErrSyntax,

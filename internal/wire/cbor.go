@@ -43,10 +43,10 @@ var encMode = func() cbor.EncMode {
 // or value an open array or map still claims holds one octet, and a
 // string its octets, so that a head claiming more than the rest of the
 // input can hold (counting what the heads around it already claim) is
-// refused as truncated when it is read. An array or map is sized from a
-// claim only once the claim fits the budget: at most one slot per octet
-// present. Decoding costs time linear in len(b), and memory a small
-// constant times len(b).
+// refused as truncated when it is read. Nothing is allocated from a
+// claimed count beyond a small first room (firstCap); a decoded array or
+// map grows with the items actually read. Decoding costs time linear in
+// len(b), and memory a small constant times len(b).
 func DecodeCBOR(b []byte) (any, error) {
 	d := cborDecoder{b: b}
 	v, err := d.value(0)
@@ -120,6 +120,30 @@ func (ks *keyState) writeHead(h hash.Hash, kind byte, n uint64) {
 	b[0] = kind
 	binary.BigEndian.PutUint64(b[1:], n)
 	h.Write(b)
+}
+
+// firstCap is the most room an array or map is given from its claimed
+// count before any of its items is read: a count that fits the budget
+// still says nothing about what follows (issue 13: no decoder allocates
+// from a claimed length). Past it, appendCapped doubles the room.
+const firstCap = 64
+
+// appendCapped appends v to a, doubling a's capacity when it is full but
+// never past max, the claimed count: an array of n items costs at most
+// 2n slots over its growth (append's own growth, by a quarter for large
+// slices, would cost five times n).
+func appendCapped[T any](a []T, v T, max uint64) []T {
+	if len(a) == cap(a) {
+		c := uint64(2 * cap(a))
+		if c > max {
+			c = max
+		}
+		if c <= uint64(len(a)) {
+			c = uint64(len(a)) + 1 // more items than claimed cannot happen; be safe
+		}
+		a = append(make([]T, 0, c), a...)
+	}
+	return append(a, v)
 }
 
 // free is the budget: the octets after off that no open array or map
@@ -226,9 +250,7 @@ func (d *cborDecoder) item(depth int, id *keyDigest) (any, error) {
 		if !d.claim(arg, 1) { // each element takes an octet at least
 			return nil, errTruncated
 		}
-		// arg fits the octets present (claim): allocating for it costs at
-		// most a slot per octet, once.
-		a := make([]any, 0, arg)
+		a := make([]any, 0, min(arg, firstCap))
 		var h hash.Hash
 		var ks *keyState
 		var cid *keyDigest
@@ -243,7 +265,7 @@ func (d *cborDecoder) item(depth int, id *keyDigest) (any, error) {
 			if err != nil {
 				return nil, err
 			}
-			a = append(a, v)
+			a = appendCapped(a, v, arg)
 			if h != nil {
 				h.Write(cid[:])
 			}
@@ -368,7 +390,7 @@ func (d *cborDecoder) mapValue(n uint64, depth int, id *keyDigest) (any, error) 
 		}
 		if s, ok := k.(string); ok {
 			if text == nil {
-				text = make(map[string]any, n-i)
+				text = make(map[string]any, min(n-i, firstCap))
 			} else if _, dup := text[s]; dup {
 				return nil, fmt.Errorf("duplicate map key %q", s)
 			}
@@ -385,9 +407,9 @@ func (d *cborDecoder) mapValue(n uint64, depth int, id *keyDigest) (any, error) 
 		case other == nil:
 			// One such key cannot be a duplicate: its identity is kept
 			// for the next one, if any.
-			other, first = make([]Pair, 0, n-i), append(firstBuf[:0], buf...)
+			other, first = make([]Pair, 0, min(n-i, firstCap)), append(firstBuf[:0], buf...)
 		case seen == nil:
-			seen = make(map[string]bool, n-i+1)
+			seen = make(map[string]bool, min(n-i+1, firstCap))
 			seen[string(first)] = true
 			fallthrough
 		default:
@@ -397,7 +419,7 @@ func (d *cborDecoder) mapValue(n uint64, depth int, id *keyDigest) (any, error) 
 			seen[string(buf)] = true
 		}
 		hashable = hashable && h
-		other = append(other, Pair{k, v})
+		other = appendCapped(other, Pair{k, v}, n)
 	}
 	if id != nil {
 		// The entries in the order of their key digests (unique keys:
