@@ -182,7 +182,20 @@ func hostileHandoffs(t testing.TB, f *fixture) []hostileHandoff {
 		deepHeader = append(deepHeader, 0xa1, 0x00)
 	}
 	deepHeader = append(deepHeader, 0x00)
+	// A chain of as many empty byte strings as fit, and a JSON chain of
+	// as many one-character texts, with an offer that fails step 1 (the
+	// chain is decoded all the same, before any check).
+	emptyChain := cborHead([]byte{0xa2, 0x65, 'o', 'f', 'f', 'e', 'r', 0x41, 0x00, 0x65, 'c', 'h', 'a', 'i', 'n'}, 4, uint32(hostileSize-20))
+	emptyChain = padTo(emptyChain, 0x40, len(emptyChain)+hostileSize-20)
+	textChain := `{"offer":"a.b.c","chain":["a"` + strings.Repeat(`,"a"`, (hostileSize-40)/4) + "]}"
 	return []hostileHandoff{
+		{"CBOR chain of empty byte strings", emptyChain, ReasonBadSignature},
+		{"JSON chain of one-character texts", []byte(textChain), ReasonBadSignature},
+		{"JWS header of nested arrays", func() []byte {
+			b64 := base64.RawURLEncoding.EncodeToString
+			hdr := `{"alg":"ES256","kid":"k","typ":"agent-handoff+jwt","x":` + strings.Repeat("[", 20000) + strings.Repeat("]", 20000) + "}"
+			return []byte(`{"offer":"` + b64([]byte(hdr)) + "." + b64([]byte(`{"v":1}`)) + "." + strings.Repeat("A", 86) + `"}`)
+		}(), ReasonBadSignature},
 		{"CBOR nested map heads", nested(5, 2), ReasonBadSignature},
 		{"CBOR nested array heads", nested(4, 1), ReasonBadSignature},
 		{"CBOR offer byte string head claiming 2^62", padTo([]byte{0xa1, 0x65, 'o', 'f', 'f', 'e', 'r', 0x5b, 0x40, 0, 0, 0, 0, 0, 0, 0}, 0, hostileSize), ReasonBadSignature},
@@ -264,5 +277,34 @@ func BenchmarkReceiveHostile(b *testing.B) {
 			runtime.ReadMemStats(&after)
 			b.ReportMetric(float64(after.TotalAlloc-before.TotalAlloc)/float64(b.N)/float64(len(h.in)), "B/octet")
 		})
+	}
+}
+
+// TestParseHandoffLongChain: the fast reader declines a chain longer than
+// the limit (so that it builds no more than a receiver checks), and
+// ParseHandoff still returns the whole chain, octets unchanged, for
+// Receive to reject as too-deep (D6) and for callers that show it.
+func TestParseHandoffLongChain(t *testing.T) {
+	f := newFixture(t)
+	h := &Handoff{Offer: f.sign("planner", f.offer("planner", "me"), FormJWS)}
+	for range 20 {
+		h.Chain = append(h.Chain, h.Offer)
+	}
+	for _, enc := range []Encoding{JSON, CBOR} {
+		b := encode(t, h, enc)
+		if readHandoff(b, enc, DefaultLimits.MaxChain) != nil {
+			t.Errorf("%v: readHandoff took a chain of 20 with a limit of 16", enc)
+		}
+		if got := readHandoff(b, enc, 20); got == nil || len(got.Chain) != 20 {
+			t.Errorf("%v: readHandoff declined a chain of 20 with a limit of 20", enc)
+		}
+		got, err := ParseHandoff(b, Limits{})
+		if err != nil || len(got.Chain) != 20 || !bytes.Equal(got.Chain[19].Octets, h.Offer.Octets) {
+			t.Fatalf("%v: ParseHandoff: %v, chain of %d", enc, err, len(got.Chain))
+		}
+		res, _ := f.receiver(nil).Receive(context.Background(), b, "")
+		if res.Reason != ReasonTooDeep || res.ChainQuality != ChainUnchecked {
+			t.Errorf("%v: Receive: %s %q chain %s, want too-deep, unchecked (D6, D7)", enc, res.Outcome, res.Reason, res.ChainQuality)
+		}
 	}
 }

@@ -67,7 +67,7 @@ func ParseHandoff(b []byte, lim Limits) (*Handoff, error) {
 	if IsJSON(b) {
 		enc = JSON
 	}
-	if h := readHandoff(b, enc); h != nil {
+	if h := readHandoff(b, enc, lim.MaxChain); h != nil {
 		return h, nil
 	}
 	// The fast reader declined: the generic path decides and names the
@@ -175,8 +175,11 @@ func hasChainMember(v any) bool {
 // wire.Reader, reading each carried element's octets once. It accepts
 // exactly the Handoffs the generic path (value tree, then carried) accepts,
 // with the same result (FuzzDecodeFastMatchesTree), and declines the rest:
-// ParseHandoff then decodes again to decide and name the fault.
-func readHandoff(b []byte, enc Encoding) *Handoff {
+// ParseHandoff then decodes again to decide and name the fault. It also
+// declines a chain of more than maxChain elements (which Receive rejects
+// as too-deep anyway), so that what it builds stays within the elements
+// a receiver checks; the generic path returns such a chain whole.
+func readHandoff(b []byte, enc Encoding, maxChain int) *Handoff {
 	var r wire.Reader
 	r.Reset(b, enc == CBOR, false)
 	h := &Handoff{}
@@ -200,6 +203,10 @@ func readHandoff(b []byte, enc Encoding) *Handoff {
 			h.Chain = []Element{}
 			r.Array()
 			for r.More() {
+				if len(h.Chain) == maxChain {
+					r.Fail()
+					break
+				}
 				el, bad := readCarried(&r, enc)
 				if bad {
 					// Text that is not a signed element in this encoding is a

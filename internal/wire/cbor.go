@@ -122,6 +122,15 @@ func (ks *keyState) writeHead(h hash.Hash, kind byte, n uint64) {
 	h.Write(b)
 }
 
+// emptyBytes and emptyArray are the decoded empty byte string and empty
+// array, boxed once: every empty one decodes to these (nothing can be
+// written into a slice of capacity 0), so that an input of empty values,
+// one octet each, does not cost an allocation per octet.
+var (
+	emptyBytes any = []byte{}
+	emptyArray any = []any{}
+)
+
 // firstCap is the most room an array or map is given from its claimed
 // count before any of its items is read: a count that fits the budget
 // still says nothing about what follows (issue 13: no decoder allocates
@@ -232,7 +241,11 @@ func (d *cborDecoder) item(depth int, id *keyDigest) (any, error) {
 		if err != nil {
 			return nil, err
 		}
-		v = append([]byte{}, s...)
+		if len(s) == 0 {
+			v = emptyBytes
+		} else {
+			v = append([]byte{}, s...)
+		}
 	case 3:
 		s, err := d.take(arg)
 		if err != nil {
@@ -272,6 +285,9 @@ func (d *cborDecoder) item(depth int, id *keyDigest) (any, error) {
 		}
 		if h != nil {
 			ks.sum(h, id)
+		}
+		if len(a) == 0 {
+			return emptyArray, nil
 		}
 		return a, nil
 	case 5:
