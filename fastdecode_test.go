@@ -199,7 +199,7 @@ func checkFastMatchesTree(t *testing.T, in []byte, isCBOR bool, what int, tight,
 			tree = s
 		}
 	default:
-		if h := readHandoff(in, enc); h != nil {
+		if h := readHandoff(in, enc, math.MaxInt); h != nil {
 			fast = h
 		}
 		h, err := parseHandoffTree(in, enc)

@@ -14,6 +14,7 @@ import (
 	gocose "github.com/veraison/go-cose"
 
 	"github.com/quantumlearningmachines/handoff"
+	"github.com/quantumlearningmachines/handoff/internal/wire"
 	"github.com/quantumlearningmachines/handoff/trust"
 )
 
@@ -208,6 +209,28 @@ func FuzzReceive(f *testing.F) {
 		}
 		if !validChain[res.ChainQuality] {
 			t.Fatalf("chain quality %q", res.ChainQuality)
+		}
+		// D7 as amended: ParseHandoff returns a Handoff exactly when the
+		// input decodes as a map, and "absent" is exactly a map without a
+		// chain member.
+		var tree any
+		var derr error
+		if handoff.IsJSON(in) {
+			tree, derr = wire.DecodeJSON(in)
+		} else {
+			tree, derr = wire.DecodeCBOR(in)
+		}
+		isMap := false
+		switch tree.(type) {
+		case map[string]any, map[any]any, wire.Pairs:
+			isMap = derr == nil
+		}
+		h, _ := handoff.ParseHandoff(in, handoff.Limits{})
+		if (h != nil) != isMap {
+			t.Fatalf("ParseHandoff returned %v for an input that decodes as a map: %v (%v)", h, isMap, derr)
+		}
+		if want := h != nil && h.Chain == nil; want != (res.ChainQuality == handoff.ChainAbsent) {
+			t.Fatalf("chain quality %s; decoded as a map without chain: %v", res.ChainQuality, want)
 		}
 		switch res.Outcome {
 		case handoff.Rejected:

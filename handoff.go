@@ -2,6 +2,7 @@ package handoff
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 
 	"github.com/quantumlearningmachines/handoff/internal/wire"
@@ -50,8 +51,13 @@ func looksLikeText(b []byte) bool {
 // element, chain absent or a non-empty array of elements. It does not look
 // inside the elements; Receiver does.
 //
-// On error the returned Handoff, if not nil, holds the offer element when it
-// could be read, so that its digest can still be reported.
+// On error, the returned Handoff is not nil exactly when the input decoded
+// as a map (a JSON object or a CBOR map, within the size bound and
+// MaxNesting) that breaks the Handoff's CDDL: it then holds the offer
+// element when it could be read, so that its digest can still be
+// reported, and its Chain is nil exactly when the map has no "chain"
+// member (not nil, possibly empty, when it has one, whatever its value).
+// That is what chain quality "absent" stands on (D7).
 func ParseHandoff(b []byte, lim Limits) (*Handoff, error) {
 	lim = lim.withDefaults()
 	if len(b) > lim.MaxHandoff {
@@ -61,7 +67,7 @@ func ParseHandoff(b []byte, lim Limits) (*Handoff, error) {
 	if IsJSON(b) {
 		enc = JSON
 	}
-	if h := readHandoff(b, enc); h != nil {
+	if h := readHandoff(b, enc, lim.MaxChain); h != nil {
 		return h, nil
 	}
 	// The fast reader declined: the generic path decides and names the
@@ -73,26 +79,33 @@ func ParseHandoff(b []byte, lim Limits) (*Handoff, error) {
 func parseHandoffTree(b []byte, enc Encoding) (*Handoff, error) {
 	v, err := decodeTree(b, enc)
 	if err != nil {
-		if enc == CBOR && looksLikeText(b) {
+		if enc == CBOR && looksLikeText(b) && !errors.Is(err, wire.ErrNesting) {
 			// Most likely a text file that is not a JSON object (a bare
 			// compact JWS, say): say so, not only what CBOR made of it.
 			return nil, malformed("", "Handoff: neither a JSON object (the first octet is not '{') nor CBOR (%v)", err)
 		}
-		return nil, malformed("", "Handoff: %v", err)
+		return nil, decodeError("", "Handoff: ", err)
+	}
+	// A map, even one that breaks the CDDL, is a Handoff as far as D7 is
+	// concerned: its chain quality is "absent" when it has no chain.
+	h := &Handoff{}
+	if !isMap(v) {
+		h = nil
+	} else if hasChainMember(v) {
+		h.Chain = []Element{}
 	}
 	m, err := asMembers(v, "the Handoff")
 	if err != nil {
-		return nil, err
+		return h, err
 	}
-	h := &Handoff{}
 	ov, ok := m.take("offer")
 	if !ok {
-		return nil, malformed("offer", "missing from the Handoff")
+		return h, malformed("offer", "missing from the Handoff")
 	}
 	var offerErr error
 	h.Offer, offerErr = carried(ov, enc)
 	if offerErr != nil && h.Offer.Octets == nil {
-		return nil, prefixMember("offer", offerErr)
+		return h, prefixMember("offer", offerErr)
 	}
 	if cv, ok := m.take("chain"); ok {
 		a, ok := cv.([]any)
@@ -102,10 +115,11 @@ func parseHandoffTree(b []byte, enc Encoding) (*Handoff, error) {
 		if len(a) == 0 {
 			return h, malformed("chain", "empty array")
 		}
-		h.Chain = make([]Element, len(a))
+		chain := make([]Element, len(a))
 		for i, x := range a {
 			el, err := carried(x, enc)
 			if el.Octets == nil {
+				h.Chain = chain[:i]
 				return h, prefixMember(fmt.Sprintf("chain[%d]", i), err)
 			}
 			if err != nil {
@@ -115,8 +129,9 @@ func parseHandoffTree(b []byte, enc Encoding) (*Handoff, error) {
 			}
 			// Text that is neither a JWS nor base64url is a broken chain
 			// element (D6), not a malformed Handoff: keep it as FormInvalid.
-			h.Chain[i] = el
+			chain[i] = el
 		}
+		h.Chain = chain
 	}
 	if offerErr != nil {
 		return h, prefixMember("offer", offerErr)
@@ -128,12 +143,43 @@ func parseHandoffTree(b []byte, enc Encoding) (*Handoff, error) {
 	return h, nil
 }
 
+// isMap reports whether a decoded value is a map (of any keys).
+func isMap(v any) bool {
+	switch v.(type) {
+	case map[string]any, map[any]any, wire.Pairs:
+		return true
+	}
+	return false
+}
+
+// hasChainMember reports whether a decoded map has the text key "chain".
+func hasChainMember(v any) bool {
+	switch m := v.(type) {
+	case map[string]any:
+		_, ok := m["chain"]
+		return ok
+	case map[any]any:
+		_, ok := m["chain"]
+		return ok
+	case wire.Pairs:
+		for _, p := range m {
+			if k, ok := p.Key.(string); ok && k == "chain" {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // readHandoff decodes a Handoff straight from its octets with a
 // wire.Reader, reading each carried element's octets once. It accepts
 // exactly the Handoffs the generic path (value tree, then carried) accepts,
 // with the same result (FuzzDecodeFastMatchesTree), and declines the rest:
-// ParseHandoff then decodes again to decide and name the fault.
-func readHandoff(b []byte, enc Encoding) *Handoff {
+// ParseHandoff then decodes again to decide and name the fault. It also
+// declines a chain of more than maxChain elements (which Receive rejects
+// as too-deep anyway), so that what it builds stays within the elements
+// a receiver checks; the generic path returns such a chain whole.
+func readHandoff(b []byte, enc Encoding, maxChain int) *Handoff {
 	var r wire.Reader
 	r.Reset(b, enc == CBOR, false)
 	h := &Handoff{}
@@ -157,6 +203,10 @@ func readHandoff(b []byte, enc Encoding) *Handoff {
 			h.Chain = []Element{}
 			r.Array()
 			for r.More() {
+				if len(h.Chain) == maxChain {
+					r.Fail()
+					break
+				}
 				el, bad := readCarried(&r, enc)
 				if bad {
 					// Text that is not a signed element in this encoding is a

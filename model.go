@@ -541,7 +541,7 @@ func decodeOfferPayload(payload []byte, enc Encoding, lim Limits, syntax string,
 	}
 	v, err := decodeTree(payload, enc)
 	if err != nil {
-		return nil, malformed("", "%s%v", syntax, err)
+		return nil, decodeError("", syntax, err)
 	}
 	return decodeOffer(v, lim)
 }
@@ -559,7 +559,7 @@ func decodeStatusPayload(payload []byte, enc Encoding, lim Limits, syntax string
 	}
 	v, err := decodeTree(payload, enc)
 	if err != nil {
-		return nil, malformed("", "%s%v", syntax, err)
+		return nil, decodeError("", syntax, err)
 	}
 	return decodeStatus(v, lim)
 }
@@ -1044,6 +1044,24 @@ func encodeTree(t *wire.Map, enc Encoding) ([]byte, error) {
 	}
 	return wire.EncodeJSON(t)
 }
+
+// decodeError is the error of an input the tree decoder refused, after
+// prefix: malformed (D3), or, for nesting deeper than MaxNesting, an
+// exceeded bound (policy, SPEC.md section 4 Bounds).
+func decodeError(member, prefix string, err error) error {
+	if errors.Is(err, wire.ErrNesting) {
+		return overBound(member, "%s%v", prefix, err)
+	}
+	return malformed(member, "%s%v", prefix, err)
+}
+
+// MaxNesting is the deepest nesting of arrays and maps (and CBOR tags)
+// that a payload or a Handoff may have, unknown members included: the
+// data model needs five levels (a payload, refs, a ref, a learnlog-head
+// proof, its head), and the rest is room for unknown members. Deeper
+// input is refused as an exceeded bound ("policy") before any key is
+// looked up (issue 13; docs/decisions.md 49).
+const MaxNesting = wire.MaxDepth
 
 func decodeTree(b []byte, enc Encoding) (any, error) {
 	if enc == CBOR {

@@ -207,12 +207,14 @@ func (r *Receiver) Receive(ctx context.Context, b []byte, dialog string) (*Resul
 			res.OfferDigest = &d
 		}
 	}
+	if h != nil && h.Chain == nil {
+		// The input decoded as a map with no chain member: "absent",
+		// whatever else is wrong with it (D7).
+		res.ChainQuality = ChainAbsent
+	}
 	if err != nil {
 		digestOnly()
 		return fromMember(1, OfferIndex, err)
-	}
-	if h.Chain == nil {
-		res.ChainQuality = ChainAbsent
 	}
 	p, err := parseElement(h.Offer, "offer", lim)
 	if err != nil {

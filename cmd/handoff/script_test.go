@@ -12,6 +12,7 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/base64"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -68,6 +69,7 @@ func TestScript(t *testing.T) {
 			"mkoffer":   scriptMkoffer,
 			"rawbytes":  scriptRawbytes,
 			"mkstatus":  scriptMkstatus,
+			"hostile":   scriptHostile,
 		},
 	})
 }
@@ -769,4 +771,50 @@ func scriptMkstatus(ts *testscript.TestScript, neg bool, args []string) {
 	el, err := signer.SignStatus(s, handoff.FormJWS)
 	ts.Check(err)
 	ts.Check(os.WriteFile(ts.MkAbs(args[0]), []byte(el.Text()+"\n"), 0o644))
+}
+
+// hostile SHAPE FILE
+//
+// Writes a hostile input of about 1 MiB (issue 13): cbor-nested-maps and
+// cbor-nested-arrays (a CBOR Handoff {"offer": h'00', "x": ...} whose "x"
+// is 128 nested heads, each claiming the rest of the input), cbor-bstr
+// (an offer byte string head claiming 2^62 octets), json-nested-arrays
+// (an unknown member of 200,000 nested arrays), json-keys (90,000
+// unknown members beside a malformed offer).
+func scriptHostile(ts *testscript.TestScript, neg bool, args []string) {
+	scriptNoNeg(ts, neg, "hostile")
+	if len(args) != 2 {
+		ts.Fatalf("usage: hostile SHAPE FILE")
+	}
+	const size = 1 << 20
+	pad := func(b []byte) []byte { return append(b, make([]byte, size-len(b))...) }
+	nested := func(major byte, per int) []byte {
+		b := []byte{0xa2, 0x65, 'o', 'f', 'f', 'e', 'r', 0x41, 0x00, 0x61, 'x'}
+		for range 128 {
+			b = binary.BigEndian.AppendUint32(append(b, major<<5|26), uint32((size-len(b)-5)/per))
+		}
+		return pad(b)
+	}
+	var b []byte
+	switch args[0] {
+	case "cbor-nested-maps":
+		b = nested(5, 2)
+	case "cbor-nested-arrays":
+		b = nested(4, 1)
+	case "cbor-bstr":
+		b = pad([]byte{0xa1, 0x65, 'o', 'f', 'f', 'e', 'r', 0x5b, 0x40, 0, 0, 0, 0, 0, 0, 0})
+	case "json-nested-arrays":
+		b = []byte(`{"offer":"a.b.c","x":` + strings.Repeat("[", 200000) + strings.Repeat("]", 200000) + "}")
+	case "json-keys":
+		var sb strings.Builder
+		sb.WriteString(`{"offer":"a.b.c"`)
+		for i := range 90000 {
+			fmt.Fprintf(&sb, `,"k%05d":0`, i)
+		}
+		sb.WriteString("}")
+		b = []byte(sb.String())
+	default:
+		ts.Fatalf("hostile: unknown shape %q", args[0])
+	}
+	ts.Check(os.WriteFile(ts.MkAbs(args[1]), b, 0o644))
 }

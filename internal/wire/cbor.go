@@ -2,14 +2,15 @@ package wire
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"encoding/binary"
-	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash"
 	"math"
 	"math/big"
+	"slices"
 	"sort"
-	"strconv"
 	"unicode/utf8"
 
 	"github.com/fxamacker/cbor/v2"
@@ -35,15 +36,22 @@ var encMode = func() cbor.EncMode {
 // section 5.3.1), definite lengths only, text valid UTF-8, no duplicate map
 // keys (compared by value, so 1 and a non-minimal 1 are the same key),
 // nesting at most MaxDepth, no trailing data. Non-minimal integer heads
-// are accepted. Tags are not interpreted: a tag is kept as a cbor.Tag
-// around its decoded content, whatever its number (tag 0 around an
-// integer is as well-formed as any other), so an unknown member keeps
-// whatever well-formed CBOR it holds (D3).
+// are accepted.
+//
+// Lengths are bounded by the octets present, not trusted (issue 13): the
+// whole input is one budget, from which every array element and map key
+// or value an open array or map still claims holds one octet, and a
+// string its octets, so that a head claiming more than the rest of the
+// input can hold (counting what the heads around it already claim) is
+// refused as truncated when it is read. Nothing is allocated from a
+// claimed count beyond a small first room (firstCap); a decoded array or
+// map grows with the items actually read. Decoding costs time linear in
+// len(b), and memory a small constant times len(b).
 func DecodeCBOR(b []byte) (any, error) {
 	d := cborDecoder{b: b}
 	v, err := d.value(0)
 	if err != nil {
-		return nil, fmt.Errorf("%w: CBOR: %v", ErrSyntax, err)
+		return nil, fmt.Errorf("%w: CBOR: %w", ErrSyntax, err)
 	}
 	if d.off != len(b) {
 		return nil, fmt.Errorf("%w: CBOR: %d octets of trailing data", ErrSyntax, len(b)-d.off)
@@ -55,6 +63,111 @@ type cborDecoder struct {
 	b   []byte
 	off int
 	s   string // b as a string, or ""; texts are then its substrings
+
+	// claimed is the octets that the open arrays and maps still claim
+	// beyond off: one for each element or map key or value not yet begun
+	// (each has a head of at least one octet). A claim, a string or a
+	// head must fit in len(b) - off - claimed, the budget; one that does
+	// not is truncated input whatever follows.
+	claimed int
+
+	// keys is the state of decoding inside map keys that are arrays,
+	// maps or tags; allocated when first needed, so that the Reader that
+	// embeds a cborDecoder stays small.
+	keys *keyState
+}
+
+// keyState is what computing keyDigests needs, one of each per depth (at
+// most one array, map or tag is open at a depth): reused, so that a
+// digest costs no allocation of its own.
+type keyState struct {
+	hashers [MaxDepth]hash.Hash
+	digests [MaxDepth][2]keyDigest // an array's element, a map's key and value
+	entries [MaxDepth][]keyEntry   // a map's entries
+	scratch [sha256.Size]byte      // for writeHead and sum
+}
+
+// keyEntry is a map entry's key and value digests.
+type keyEntry struct{ k, v keyDigest }
+
+// keyState returns d.keys, allocating it.
+func (d *cborDecoder) keyState() *keyState {
+	if d.keys == nil {
+		d.keys = new(keyState)
+	}
+	return d.keys
+}
+
+// hasher returns the reset hasher of depth.
+func (ks *keyState) hasher(depth int) hash.Hash {
+	h := ks.hashers[depth]
+	if h == nil {
+		h = sha256.New()
+		ks.hashers[depth] = h
+	}
+	h.Reset()
+	return h
+}
+
+// sum sets *id to h's digest.
+func (ks *keyState) sum(h hash.Hash, id *keyDigest) {
+	copy(id[:], h.Sum(ks.scratch[:0]))
+}
+
+// writeHead writes a kind octet and a count or number to h.
+func (ks *keyState) writeHead(h hash.Hash, kind byte, n uint64) {
+	b := ks.scratch[:9]
+	b[0] = kind
+	binary.BigEndian.PutUint64(b[1:], n)
+	h.Write(b)
+}
+
+// emptyBytes and emptyArray are the decoded empty byte string and empty
+// array, boxed once: every empty one decodes to these (nothing can be
+// written into a slice of capacity 0), so that an input of empty values,
+// one octet each, does not cost an allocation per octet.
+var (
+	emptyBytes any = []byte{}
+	emptyArray any = []any{}
+)
+
+// firstCap is the most room an array or map is given from its claimed
+// count before any of its items is read: a count that fits the budget
+// still says nothing about what follows (issue 13: no decoder allocates
+// from a claimed length). Past it, appendCapped doubles the room.
+const firstCap = 64
+
+// appendCapped appends v to a, doubling a's capacity when it is full but
+// never past max, the claimed count: an array of n items costs at most
+// 2n slots over its growth (append's own growth, by a quarter for large
+// slices, would cost five times n).
+func appendCapped[T any](a []T, v T, max uint64) []T {
+	if len(a) == cap(a) {
+		c := uint64(2 * cap(a))
+		if c > max {
+			c = max
+		}
+		if c <= uint64(len(a)) {
+			c = uint64(len(a)) + 1 // more items than claimed cannot happen; be safe
+		}
+		a = append(make([]T, 0, c), a...)
+	}
+	return append(a, v)
+}
+
+// free is the budget: the octets after off that no open array or map
+// claims.
+func (d *cborDecoder) free() int { return len(d.b) - d.off - d.claimed }
+
+// claim reserves per octets for each of n items of an array (per 1) or
+// map (per 2) just opened, or fails when the budget cannot hold them.
+func (d *cborDecoder) claim(n uint64, per int) bool {
+	f := d.free()
+	if f < 0 || n > uint64(f/per) {
+		return false
+	}
+	d.claimed += int(n) * per
+	return true
 }
 
 var errTruncated = errors.New("truncated")
@@ -87,7 +200,7 @@ func (d *cborDecoder) head() (major, ai byte, arg uint64, err error) {
 }
 
 func (d *cborDecoder) take(n uint64) ([]byte, error) {
-	if n > uint64(len(d.b)-d.off) {
+	if f := d.free(); f < 0 || n > uint64(f) {
 		return nil, errTruncated
 	}
 	s := d.b[d.off : d.off+int(n)]
@@ -95,28 +208,44 @@ func (d *cborDecoder) take(n uint64) ([]byte, error) {
 	return s, nil
 }
 
-func (d *cborDecoder) value(depth int) (any, error) {
-	if depth > MaxDepth {
-		return nil, errors.New("nested too deeply")
-	}
+func (d *cborDecoder) value(depth int) (any, error) { return d.item(depth, nil) }
+
+// keyDigest is the identity of a value inside a map key that is an array,
+// a map or a tag (see mapValue): a SHA-256 over its kind and the digests
+// of its parts, computed as the value is decoded, so that each part is
+// looked at once however deeply keys nest inside keys.
+type keyDigest [sha256.Size]byte
+
+// item decodes one value; with id, it also sets *id to the value's
+// keyDigest.
+func (d *cborDecoder) item(depth int, id *keyDigest) (any, error) {
 	major, ai, arg, err := d.head()
 	if err != nil {
 		return nil, err
 	}
+	if major >= 4 && major <= 6 && depth >= MaxDepth {
+		return nil, errNesting
+	}
+	var v any
 	switch major {
 	case 0:
-		return arg, nil
+		v = arg
 	case 1:
 		if arg > math.MaxInt64 {
-			return cbor.Tag{Number: 3, Content: new(big.Int).SetUint64(arg).Bytes()}, nil
+			v = cbor.Tag{Number: 3, Content: new(big.Int).SetUint64(arg).Bytes()}
+		} else {
+			v = -1 - int64(arg)
 		}
-		return -1 - int64(arg), nil
 	case 2:
 		s, err := d.take(arg)
 		if err != nil {
 			return nil, err
 		}
-		return append([]byte{}, s...), nil
+		if len(s) == 0 {
+			v = emptyBytes
+		} else {
+			v = append([]byte{}, s...)
+		}
 	case 3:
 		s, err := d.take(arg)
 		if err != nil {
@@ -126,54 +255,94 @@ func (d *cborDecoder) value(depth int) (any, error) {
 			return nil, errors.New("text string is not valid UTF-8")
 		}
 		if d.s != "" {
-			return d.s[d.off-len(s) : d.off], nil
+			v = d.s[d.off-len(s) : d.off]
+		} else {
+			v = string(s)
 		}
-		return string(s), nil
 	case 4:
-		if arg > uint64(len(d.b)-d.off) { // each element takes an octet at least
+		if !d.claim(arg, 1) { // each element takes an octet at least
 			return nil, errTruncated
 		}
-		a := make([]any, 0, arg)
+		a := make([]any, 0, min(arg, firstCap))
+		var h hash.Hash
+		var ks *keyState
+		var cid *keyDigest
+		if id != nil {
+			ks = d.keyState()
+			h, cid = ks.hasher(depth), &ks.digests[depth][0]
+			ks.writeHead(h, 'a', arg)
+		}
 		for i := uint64(0); i < arg; i++ {
-			v, err := d.value(depth + 1)
+			d.claimed--
+			v, err := d.item(depth+1, cid)
 			if err != nil {
 				return nil, err
 			}
-			a = append(a, v)
+			a = appendCapped(a, v, arg)
+			if h != nil {
+				h.Write(cid[:])
+			}
+		}
+		if h != nil {
+			ks.sum(h, id)
+		}
+		if len(a) == 0 {
+			return emptyArray, nil
 		}
 		return a, nil
 	case 5:
-		if arg > uint64(len(d.b)-d.off)/2 {
+		if !d.claim(arg, 2) { // each key and each value an octet at least
 			return nil, errTruncated
 		}
-		return d.mapValue(arg, depth)
+		return d.mapValue(arg, depth, id)
 	case 6:
-		c, err := d.value(depth + 1)
+		c, err := d.item(depth+1, id) // the content's digest, then the tag's
 		if err != nil {
 			return nil, err
 		}
+		if id != nil {
+			ks := d.keyState()
+			h := ks.hasher(depth)
+			ks.writeHead(h, 'g', arg)
+			h.Write(id[:])
+			ks.sum(h, id)
+		}
 		return cbor.Tag{Number: arg, Content: c}, nil
-	}
-	// major 7: simple values and floats.
-	switch ai {
-	case 20:
-		return false, nil
-	case 21:
-		return true, nil
-	case 22:
-		return nil, nil
-	case 25:
-		return float64(float16.Frombits(uint16(arg)).Float32()), nil
-	case 26:
-		return float64(math.Float32frombits(uint32(arg))), nil
-	case 27:
-		return math.Float64frombits(arg), nil
-	case 24:
-		if arg < 32 {
-			return nil, errors.New("simple value in two octets below 32")
+	default: // major 7: simple values and floats.
+		switch ai {
+		case 20:
+			v = false
+		case 21:
+			v = true
+		case 22:
+			v = nil
+		case 25:
+			v = float64(float16.Frombits(uint16(arg)).Float32())
+		case 26:
+			v = float64(math.Float32frombits(uint32(arg)))
+		case 27:
+			v = math.Float64frombits(arg)
+		case 24:
+			if arg < 32 {
+				return nil, errors.New("simple value in two octets below 32")
+			}
+			v = cbor.SimpleValue(arg)
+		default:
+			v = cbor.SimpleValue(arg)
 		}
 	}
-	return cbor.SimpleValue(arg), nil
+	if id != nil {
+		*id = leafDigest(v)
+	}
+	return v, nil
+}
+
+// leafDigest is the keyDigest of a value that is not an array, a map or
+// a tag.
+func leafDigest(v any) keyDigest {
+	var buf [64]byte
+	b, _ := appendLeafID(buf[:0], v)
+	return sha256.Sum256(b)
 }
 
 // Pairs is a CBOR map with a key that cannot be a Go map key (an array,
@@ -186,43 +355,113 @@ type Pair struct{ Key, Val any }
 // mapValue reads n pairs. A map whose keys are all text (every map of the
 // data model) becomes map[string]any; one with other hashable keys,
 // map[any]any; one with an unhashable key, Pairs. Keys are unique by
-// value.
-func (d *cborDecoder) mapValue(n uint64, depth int) (any, error) {
-	text := make(map[string]any, n)
+// value (RFC 8949 section 5.6: 1 and a non-minimal 1 are the same key; a
+// map's entries in any order): a key that is not an array, a map or a
+// tag is named by appendLeafID, one that is by its keyDigest, computed
+// as it is decoded (so that keys nested in keys cost their size once, not
+// once per enclosing key). n has been claimed from the budget: what is
+// allocated for it is bounded by the octets present. With id, *id is set
+// to the map's keyDigest.
+func (d *cborDecoder) mapValue(n uint64, depth int, id *keyDigest) (any, error) {
+	var text map[string]any
 	var other []Pair
+	var seen map[string]bool // the identities of the keys in other, from the second
+	var firstBuf [48]byte
+	var first []byte   // the identity of other[0]
+	var ids []keyEntry // with id: each entry's key and value digests
+	var kd, vd *keyDigest
+	if id != nil {
+		ks := d.keyState()
+		ids = ks.entries[depth][:0]
+		kd, vd = &ks.digests[depth][0], &ks.digests[depth][1]
+	}
+	var buf []byte
+	hashable := true
 	for i := uint64(0); i < n; i++ {
-		k, err := d.value(depth + 1)
+		d.claimed--
+		structured := d.off < len(d.b) && d.b[d.off]>>5 >= 4 && d.b[d.off]>>5 <= 6
+		var k any
+		var err error
+		if structured {
+			if kd == nil {
+				kd = &d.keyState().digests[depth][0]
+			}
+			k, err = d.item(depth+1, kd)
+		} else {
+			k, err = d.item(depth+1, nil)
+		}
 		if err != nil {
 			return nil, err
 		}
-		v, err := d.value(depth + 1)
+		d.claimed--
+		v, err := d.item(depth+1, vd)
 		if err != nil {
 			return nil, err
+		}
+		if id != nil {
+			if !structured {
+				*kd = leafDigest(k)
+			}
+			ids = append(ids, keyEntry{*kd, *vd})
 		}
 		if s, ok := k.(string); ok {
-			if _, dup := text[s]; dup {
+			if text == nil {
+				text = make(map[string]any, min(n-i, firstCap))
+			} else if _, dup := text[s]; dup {
 				return nil, fmt.Errorf("duplicate map key %q", s)
 			}
 			text[s] = v
 			continue
 		}
-		other = append(other, Pair{k, v})
+		var h bool
+		if structured {
+			buf, h = append(append(buf[:0], 'd'), kd[:]...), tagsAroundLeaf(k)
+		} else {
+			buf, h = appendLeafID(buf[:0], k)
+		}
+		switch {
+		case other == nil:
+			// One such key cannot be a duplicate: its identity is kept
+			// for the next one, if any.
+			other, first = make([]Pair, 0, min(n-i, firstCap)), append(firstBuf[:0], buf...)
+		case seen == nil:
+			seen = make(map[string]bool, min(n-i+1, firstCap))
+			seen[string(first)] = true
+			fallthrough
+		default:
+			if seen[string(buf)] {
+				return nil, fmt.Errorf("duplicate map key %s", describeKey(k))
+			}
+			seen[string(buf)] = true
+		}
+		hashable = hashable && h
+		other = appendCapped(other, Pair{k, v}, n)
+	}
+	if id != nil {
+		// The entries in the order of their key digests (unique keys:
+		// a strict order), so that the digest does not depend on it.
+		slices.SortFunc(ids, func(a, b keyEntry) int { return bytes.Compare(a.k[:], b.k[:]) })
+		ks := d.keyState()
+		h := ks.hasher(depth)
+		ks.writeHead(h, 'm', n)
+		for i := range ids {
+			h.Write(ids[i].k[:])
+			h.Write(ids[i].v[:])
+		}
+		ks.sum(h, id)
+		ks.entries[depth] = ids[:0] // kept for the next map at this depth
 	}
 	if len(other) == 0 {
+		if text == nil {
+			text = map[string]any{}
+		}
 		return text, nil
 	}
-	seen := make(map[string]bool, len(other))
-	hashable := true
-	for _, p := range other {
-		id, h := keyID(p.Key)
-		if seen[id] {
-			return nil, fmt.Errorf("duplicate map key %s", id)
-		}
-		seen[id] = true
-		hashable = hashable && h
-	}
 	if !hashable {
-		out := make(Pairs, 0, n)
+		if len(text) == 0 {
+			return Pairs(other), nil
+		}
+		out := make(Pairs, 0, n) // n pairs were read
 		for k, v := range text {
 			out = append(out, Pair{k, v})
 		}
@@ -238,27 +477,68 @@ func (d *cborDecoder) mapValue(n uint64, depth int) (any, error) {
 	return m, nil
 }
 
-// keyID names a map key by value for duplicate detection, and says whether
-// the decoded key can itself be a Go map key.
-func keyID(k any) (string, bool) {
+// tagsAroundLeaf reports whether k, a decoded array, map or tag, is tags
+// around a value that can be a Go map key.
+func tagsAroundLeaf(k any) bool {
+	for {
+		t, ok := k.(cbor.Tag)
+		if !ok {
+			break
+		}
+		k = t.Content
+	}
+	switch k.(type) {
+	case []any, map[string]any, map[any]any, Pairs, []byte:
+		return false
+	}
+	return true
+}
+
+// appendLeafID appends to b the identity of a decoded value that is not
+// an array, a map or a tag, for duplicate detection: equal exactly for
+// values equal by value. hashable says whether the value can be a Go map
+// key (a byte string cannot).
+func appendLeafID(b []byte, k any) ([]byte, bool) {
 	switch x := k.(type) {
 	case string:
-		return "t" + strconv.Quote(x), true
+		b = binary.AppendUvarint(append(b, 't'), uint64(len(x)))
+		return append(b, x...), true
 	case uint64:
-		return "u" + strconv.FormatUint(x, 10), true
+		return binary.BigEndian.AppendUint64(append(b, 'u'), x), true
 	case int64:
-		return "n" + strconv.FormatInt(x, 10), true
-	case bool, nil, float64, cbor.SimpleValue:
-		return fmt.Sprintf("%T:%v", x, x), true
-	case cbor.Tag:
-		// One call on the content: calling twice per tag made nested tags
-		// in a map key cost 2^depth (FuzzReaderMatchesTree found it).
-		if id, h := keyID(x.Content); h {
-			return "tag" + strconv.FormatUint(x.Number, 10) + "(" + id + ")", true
+		return binary.BigEndian.AppendUint64(append(b, 'n'), uint64(x)), true
+	case bool:
+		if x {
+			return append(b, 'T'), true
 		}
+		return append(b, 'F'), true
+	case nil:
+		return append(b, 'N'), true
+	case float64:
+		bits := math.Float64bits(x)
+		if x != x {
+			bits = 0x7ff8000000000000 // NaN: every NaN is the same key
+		}
+		return binary.BigEndian.AppendUint64(append(b, 'f'), bits), true
+	case cbor.SimpleValue:
+		return append(b, 's', byte(x)), true
+	case []byte:
+		b = binary.AppendUvarint(append(b, 'b'), uint64(len(x)))
+		return append(b, x...), false
 	}
-	b, _ := encMode.Marshal(k)
-	return "x" + hex.EncodeToString(b), false
+	// Not a leaf DecodeCBOR returns; named by its type and value.
+	return fmt.Appendf(append(b, '?'), "%T:%v", k, k), false
+}
+
+// describeKey names a duplicate map key for an error message, briefly.
+func describeKey(k any) string {
+	switch x := k.(type) {
+	case uint64, int64, bool, nil, float64, cbor.SimpleValue:
+		return fmt.Sprintf("%v", x)
+	case cbor.Tag:
+		return fmt.Sprintf("tag %d", x.Number)
+	}
+	return "of type " + TypeName(k)
 }
 
 // EncodeCBOR writes a value tree as CBOR with definite lengths. *Map keeps

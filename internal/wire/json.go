@@ -11,10 +11,24 @@ import (
 	"github.com/go-json-experiment/json/jsontext"
 )
 
-// MaxDepth bounds the nesting of decoded maps and arrays, in both formats.
-// The data model itself nests four deep (offer, refs, ref, dig); the rest
-// is room for unknown members.
-const MaxDepth = 128
+// MaxDepth bounds the nesting of decoded values, in both formats: at most
+// MaxDepth arrays and maps (and, in CBOR, tags) around the deepest value,
+// unknown members included. The data model nests five deep at most (a
+// payload, refs, a ref, a learnlog-head proof, its head); the rest is room
+// for unknown members. Deeper input is refused with an error that matches
+// ErrNesting (and ErrSyntax), before anything below the limit is decoded;
+// the root package reports it as an exceeded bound (policy). The value is
+// well below the 128 it once was (issue 13): a bound on the recursion,
+// and on the work an input can make per octet (keyID re-encodes a map key
+// once per enclosing key).
+const MaxDepth = 32
+
+// ErrNesting marks input nested more deeply than MaxDepth. Errors that
+// match it also match ErrSyntax.
+var ErrNesting = errors.New("nested more deeply than the limit")
+
+// errNesting is the decoders' error for a value past MaxDepth.
+var errNesting = fmt.Errorf("%w of %d", ErrNesting, MaxDepth)
 
 // DecodeJSON strictly decodes one JSON value: RFC 8259 syntax, valid UTF-8,
 // no duplicate object member names (compared exactly, case-sensitive), no
@@ -22,7 +36,7 @@ const MaxDepth = 128
 func DecodeJSON(b []byte) (any, error) {
 	v, err := parseJSON(b)
 	if err != nil {
-		return nil, fmt.Errorf("%w: JSON: %v", ErrSyntax, err)
+		return nil, fmt.Errorf("%w: JSON: %w", ErrSyntax, err)
 	}
 	return v, nil
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"unicode/utf16"
 	"unicode/utf8"
@@ -60,12 +61,12 @@ func (p *jsonParser) value(depth int) (any, error) {
 	switch c := p.b[p.i]; {
 	case c == '{':
 		if depth >= MaxDepth {
-			return nil, errors.New("nested too deeply")
+			return nil, errNesting
 		}
 		return p.object(depth + 1)
 	case c == '[':
 		if depth >= MaxDepth {
-			return nil, errors.New("nested too deeply")
+			return nil, errNesting
 		}
 		return p.array(depth + 1)
 	case c == '"':
@@ -148,18 +149,18 @@ func (p *jsonParser) object(depth int) (any, error) {
 
 func (p *jsonParser) array(depth int) (any, error) {
 	p.i++ // [
-	a := []any{}
 	p.ws()
 	if p.i < len(p.b) && p.b[p.i] == ']' {
 		p.i++
-		return a, nil
+		return emptyArray, nil
 	}
+	var a []any
 	for {
 		v, err := p.value(depth)
 		if err != nil {
 			return nil, err
 		}
-		a = append(a, v)
+		a = appendCapped(a, v, math.MaxUint64) // doubling: at most two slots per element
 		p.ws()
 		if p.i >= len(p.b) {
 			return nil, errJSONEnd

@@ -15,7 +15,10 @@ import (
 //
 // Reader only accepts: it enforces the same syntax rules as DecodeJSON and
 // DecodeCBOR (nesting counted the same way, so that Any returns what the
-// tree decoder would have put there), but on anything it does not like,
+// tree decoder would have put there, and in CBOR the same budget: the
+// counts of the maps and arrays it opens are claimed from the input as
+// DecodeCBOR claims them, and what Any reads inside them is decoded
+// within what is left), but on anything it does not like,
 // including an input those decoders accept in a shape the caller did not
 // expect, it fails without saying why. Failure is sticky: every later call
 // returns a zero value, Key and More return false, and Failed reports it.
@@ -130,12 +133,8 @@ func (r *Reader) Map() {
 		return
 	}
 	if r.cbor {
-		if r.depth > MaxDepth {
-			r.fail = true
-			return
-		}
 		major, _, arg, err := r.c.head()
-		if err != nil || major != 5 || !r.push() {
+		if err != nil || major != 5 || r.depth >= MaxDepth || !r.c.claim(arg, 2) || !r.push() {
 			r.fail = true
 			return
 		}
@@ -167,6 +166,7 @@ func (r *Reader) Key() (string, bool) {
 			return "", false
 		}
 		top.left--
+		r.c.claimed -= 2 // the key and its value are begun
 		return r.Text(), !r.fail
 	}
 	p := &r.j
@@ -218,12 +218,8 @@ func (r *Reader) Array() {
 		return
 	}
 	if r.cbor {
-		if r.depth > MaxDepth {
-			r.fail = true
-			return
-		}
 		major, _, arg, err := r.c.head()
-		if err != nil || major != 4 || !r.push() {
+		if err != nil || major != 4 || r.depth >= MaxDepth || !r.c.claim(arg, 1) || !r.push() {
 			r.fail = true
 			return
 		}
@@ -255,6 +251,7 @@ func (r *Reader) More() bool {
 			return false
 		}
 		top.left--
+		r.c.claimed--
 		return true
 	}
 	p := &r.j
@@ -288,10 +285,6 @@ func (r *Reader) text() ([]byte, int) {
 		return nil, -1
 	}
 	if r.cbor {
-		if r.depth > MaxDepth {
-			r.fail = true
-			return nil, -1
-		}
 		major, _, arg, err := r.c.head()
 		if err != nil || major != 3 {
 			r.fail = true
@@ -402,7 +395,7 @@ func (r *Reader) CompactText() (b []byte, dots int, ok bool) {
 	if r.cbor {
 		save := r.c.off
 		major, _, arg, err := r.c.head()
-		if err != nil || major != 3 || r.depth > MaxDepth {
+		if err != nil || major != 3 {
 			r.fail = true
 			return nil, 0, false
 		}
@@ -447,7 +440,7 @@ func (r *Reader) Uint() uint64 {
 	}
 	if r.cbor {
 		major, _, arg, err := r.c.head()
-		if err != nil || major != 0 || r.depth > MaxDepth {
+		if err != nil || major != 0 {
 			r.fail = true
 			return 0
 		}
@@ -487,7 +480,7 @@ func (r *Reader) Bytes() []byte {
 		return nil
 	}
 	major, _, arg, err := r.c.head()
-	if err != nil || major != 2 || r.depth > MaxDepth {
+	if err != nil || major != 2 {
 		r.fail = true
 		return nil
 	}

@@ -1,9 +1,12 @@
 package wire
 
 import (
+	"errors"
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/fxamacker/cbor/v2"
 )
 
 // readGeneric drives a Reader over a map whose members named "t..." are
@@ -126,6 +129,8 @@ func hasNaN(v any) bool {
 				return true
 			}
 		}
+	case cbor.Tag:
+		return hasNaN(x.Content)
 	case map[any]any, Pairs:
 		return true // compared by the root package's fuzzing
 	}
@@ -176,20 +181,26 @@ func FuzzReaderMatchesTree(f *testing.F) {
 	f.Fuzz(checkReader)
 }
 
-// TestCBORNestedTagKey: a map key of tags nested a hundred deep decodes in
-// time linear in its depth (each level used to look at its content twice:
-// 2^100 steps).
+// TestCBORNestedTagKey: a map key of tags nested as deep as MaxDepth
+// allows decodes in time linear in its depth (each level used to look at
+// its content twice: 2^31 steps here); one tag more is refused as too
+// deep (ErrNesting).
 func TestCBORNestedTagKey(t *testing.T) {
-	b := []byte{0xa1}
-	for range 100 {
-		b = append(b, 0xc5)
+	key := func(tags int) []byte {
+		b := []byte{0xa1}
+		for range tags {
+			b = append(b, 0xc5)
+		}
+		return append(b, 0x01, 0x00) // innermost: 1, then the value 0
 	}
-	b = append(b, 0x01, 0x00) // innermost: 1, then the value 0
-	v, err := DecodeCBOR(b)
+	v, err := DecodeCBOR(key(MaxDepth - 1)) // the map is one level
 	if err != nil {
 		t.Fatalf("DecodeCBOR: %v", err)
 	}
 	if m, ok := v.(map[any]any); !ok || len(m) != 1 {
 		t.Fatalf("DecodeCBOR: %#v, want a map of one tagged key", v)
+	}
+	if _, err := DecodeCBOR(key(MaxDepth)); !errors.Is(err, ErrNesting) || !errors.Is(err, ErrSyntax) {
+		t.Fatalf("DecodeCBOR of %d levels: %v, want ErrNesting and ErrSyntax", MaxDepth+1, err)
 	}
 }
