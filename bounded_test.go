@@ -11,6 +11,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"runtime"
 	"strings"
@@ -307,4 +308,39 @@ func TestParseHandoffLongChain(t *testing.T) {
 			t.Errorf("%v: Receive: %s %q chain %s, want too-deep, unchecked (D6, D7)", enc, res.Outcome, res.Reason, res.ChainQuality)
 		}
 	}
+}
+
+// TestReceiveParsed: a carrier's own parse, handed down, gets the verdict
+// Receive gives the octets (issue 13: one parse per request), and a parse
+// made under a larger Handoff bound than the receiver's is held to the
+// receiver's (SPEC 4 Bounds: policy, D7 unchecked).
+func TestReceiveParsed(t *testing.T) {
+	f := newFixture(t)
+	h := f.path([]Form{FormJWS, FormCOSE}, "origin", "planner", "me")
+	b := encode(t, h, JSON)
+	for _, c := range []struct {
+		name string
+		in   []byte
+	}{
+		{"accepted", b},
+		{"malformed", []byte(`{"offer": 5}`)},
+		{"not a map", []byte("random octets")},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			want, _ := f.receiver(nil).Receive(context.Background(), c.in, "")
+			ph, perr := ParseHandoff(c.in, Limits{})
+			got, _ := f.receiver(nil).ReceiveParsed(context.Background(), ph, perr, "")
+			if got.Outcome != want.Outcome || got.Reason != want.Reason || got.ChainQuality != want.ChainQuality {
+				t.Fatalf("ReceiveParsed: %s %q %s, Receive: %s %q %s", got.Outcome, got.Reason, got.ChainQuality, want.Outcome, want.Reason, want.ChainQuality)
+			}
+		})
+	}
+	t.Run("parsed under a larger bound", func(t *testing.T) {
+		ph, perr := ParseHandoff(b, Limits{MaxHandoff: 1 << 20})
+		r := f.receiver(func(o *Options) { o.Limits.MaxHandoff = len(b) - 1 })
+		res, err := r.ReceiveParsed(context.Background(), ph, perr, "")
+		if res.Outcome != Rejected || res.Reason != ReasonPolicy || res.ChainQuality != ChainUnchecked || !errors.Is(err, ErrPolicy) {
+			t.Fatalf("got %s %q %s (%v), want rejected policy unchecked", res.Outcome, res.Reason, res.ChainQuality, err)
+		}
+	})
 }

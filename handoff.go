@@ -16,6 +16,11 @@ type Handoff struct {
 	Offer Element
 	Chain []Element      // nil when the Handoff has no chain member
 	Extra map[string]any // unknown members, kept
+
+	// size is the length of the octets ParseHandoff decoded it from (0 for
+	// a Handoff built in memory), so that Receiver.ReceiveParsed can hold
+	// a caller's parse to the receiver's own Handoff bound.
+	size int
 }
 
 // PassOn returns the Handoff that carries next, an offer whose prev is
@@ -68,11 +73,16 @@ func ParseHandoff(b []byte, lim Limits) (*Handoff, error) {
 		enc = JSON
 	}
 	if h := readHandoff(b, enc, lim.MaxChain); h != nil {
+		h.size = len(b)
 		return h, nil
 	}
 	// The fast reader declined: the generic path decides and names the
 	// fault (see readHandoff).
-	return parseHandoffTree(b, enc)
+	h, err := parseHandoffTree(b, enc)
+	if h != nil {
+		h.size = len(b)
+	}
+	return h, err
 }
 
 // parseHandoffTree is ParseHandoff over the value tree.

@@ -175,6 +175,18 @@ type ChainElement struct {
 // outcome is Rejected or Equivocation, or an error of the replay memory
 // (then the Result is nil and nothing was decided).
 func (r *Receiver) Receive(ctx context.Context, b []byte, dialog string) (*Result, error) {
+	h, err := ParseHandoff(b, r.o.Limits)
+	return r.ReceiveParsed(ctx, h, err, dialog)
+}
+
+// ReceiveParsed is Receive for a Handoff the caller has already decoded:
+// h and parseErr are exactly what ParseHandoff returned for the octets
+// received (h nil or not, with its error), so that a carrier that reads
+// the Handoff to route a request decodes it once per request (issue 13).
+// A Handoff decoded from more octets than this receiver's Handoff bound
+// is rejected with "policy", as Receive would have; one built in memory
+// (not by ParseHandoff) is taken as it is.
+func (r *Receiver) ReceiveParsed(ctx context.Context, h *Handoff, parseErr error, dialog string) (*Result, error) {
 	res := &Result{ChainQuality: ChainUnchecked}
 	now := r.o.Now()
 	lim := r.o.Limits
@@ -196,7 +208,12 @@ func (r *Receiver) Receive(ctx context.Context, b []byte, dialog string) (*Resul
 	}
 
 	// Step 1: the Handoff, then the offer's signed form (D1 (a), D3).
-	h, err := ParseHandoff(b, lim)
+	err := parseErr
+	if h != nil && h.size > lim.MaxHandoff {
+		// Parsed under a larger bound than this receiver's: as ParseHandoff
+		// would have refused it, read nothing of it (D7: unchecked).
+		return fromMember(1, OfferIndex, overBound("", "Handoff of %d octets exceeds the limit of %d", h.size, lim.MaxHandoff))
+	}
 	res.Handoff = h
 	// The offer's digest is known whenever its octets are, even when the
 	// checks fail; a parsed element shares its hashing with the signature

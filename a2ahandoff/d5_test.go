@@ -1,6 +1,7 @@
 package a2ahandoff_test
 
 import (
+	"bytes"
 	"testing"
 
 	"github.com/a2aproject/a2a-go/a2a"
@@ -54,6 +55,16 @@ func TestD5CopyOverA2A(t *testing.T) {
 			}
 			if _, err := handoff.VerifyStatus(sts[0], el, handoff.StatusOptions{Keys: w.keys}); err == nil {
 				t.Fatal("the copy's status verifies for the first offer's octets too")
+			}
+			// The same copy sent into the hop's own finished task is
+			// answered from the record too (before a2a-go would refuse a
+			// message into a terminal task), with the same octets.
+			into := offerMessage(t, "complete", m.ContextID, &handoff.Handoff{Offer: cp}, tc.enc)
+			into.TaskID, into.ContextID = task.ID, task.ContextID
+			ans2 := oneMessage(t, iss, into, false, task.ID)
+			sts2, errs := a2ahandoff.Statuses(ans2)
+			if len(errs) > 0 || len(sts2) != 1 || !bytes.Equal(sts2[0].Octets, sts[0].Octets) {
+				t.Fatalf("into its own task: %d statuses (%v), want the copy's status again", len(sts2), errs)
 			}
 			if n := srv.agent.runs.Load(); n != runs {
 				t.Fatalf("the agent ran %d more times", n-runs)

@@ -183,11 +183,12 @@ func (r *recordHandler) OnSendMessageStream(ctx context.Context, p *a2a.MessageS
 // it (o nil when the Handoff or its offer cannot be read), for routing
 // and the authentication question only.
 type parsed struct {
-	msg *a2a.Message // the message it was read from
-	b   []byte
-	err error // handoffOctets' error, when b is nil
-	h   *handoff.Handoff
-	o   *handoff.Offer
+	msg  *a2a.Message // the message it was read from
+	b    []byte
+	err  error            // handoffOctets' error, when b is nil
+	h    *handoff.Handoff // ParseHandoff's result for b (nil or not) ...
+	herr error            // ... and its error: what the delegate receives
+	o    *handoff.Offer   // nil unless h parsed and its offer decodes
 }
 
 type parsedKey struct{}
@@ -198,9 +199,10 @@ func (x *Executor) parse(m *a2a.Message, v any) *parsed {
 	if pm.b, pm.err = handoffOctets(v); pm.err != nil {
 		return pm
 	}
-	if h, err := handoff.ParseHandoff(pm.b, x.cfg.Delegate.Options.Limits); err == nil {
-		if o, _, err := handoff.UnsafeDecode(h.Offer); err == nil && o != nil {
-			pm.h, pm.o = h, o
+	pm.h, pm.herr = handoff.ParseHandoff(pm.b, x.cfg.Delegate.Options.Limits)
+	if pm.herr == nil {
+		if o, _, err := handoff.UnsafeDecode(pm.h.Offer); err == nil && o != nil {
+			pm.o = o
 		}
 	}
 	return pm
@@ -254,22 +256,33 @@ func (x *Executor) recorded(ctx context.Context, p *a2a.MessageSendParams, pm *p
 	return rec, true, nil
 }
 
-// fromRecord answers a retransmission of a recorded offer (same handoff
-// digest as the record) from the record. ok is false for anything else,
-// which goes on to a2a-go and the Executor.
+// sameOffer reports whether the offer pm carries is the recorded one by
+// D5: the same octets, or a copy with the same signed content (a
+// malleated signature, an edited COSE unprotected header, a re-signing).
+func sameOffer(rec *store.Record, pm *parsed) bool {
+	if rec.Digest.Equal(pm.h.Offer.Digest()) {
+		return true
+	}
+	same, err := handoff.SameContent(handoff.Element{Form: rec.OfferForm, Octets: rec.Offer}, pm.h.Offer)
+	return err == nil && same
+}
+
+// fromRecord answers a retransmission of a recorded offer (the record's
+// offer, or a same-content copy of it: D5) from the record. ok is false
+// for anything else, which goes on to a2a-go and the Executor.
 func (x *Executor) fromRecord(ctx context.Context, p *a2a.MessageSendParams, pm *parsed) (*a2a.Message, bool, error) {
 	rec, ok, err := x.recorded(ctx, p, pm)
-	if !ok || err != nil || !rec.Digest.Equal(pm.h.Offer.Digest()) {
+	if !ok || err != nil || !sameOffer(rec, pm) {
 		return nil, false, err
 	}
-	b, o := pm.b, pm.o
+	o := pm.o
 	// The delegate decides, exactly as for a retransmission in a new
 	// task: step 1 and 2 on the octets, step 4 finds the record (D5), and
 	// the last status is resent only to an authenticated iss. The record
 	// cannot go between the look-up and this call in a way that takes the
 	// work: a record is swept only after exp plus the skew, when step 3
 	// refuses the offer as stale.
-	a, err := x.d.Receive(ctx, b, p.Message.ContextID, x.authenticated(ctx, o.Iss))
+	a, err := x.d.ReceiveParsed(ctx, pm.h, pm.herr, p.Message.ContextID, x.authenticated(ctx, o.Iss))
 	if err != nil {
 		return nil, false, fmt.Errorf("a2ahandoff: receiving the offer: %w", err)
 	}
@@ -290,10 +303,10 @@ func (x *Executor) fromRecord(ctx context.Context, p *a2a.MessageSendParams, pm 
 // a2a-go's error stands.
 func (x *Executor) equivocationRefused(ctx context.Context, p *a2a.MessageSendParams, pm *parsed) (*a2a.Message, bool) {
 	rec, ok, err := x.recorded(ctx, p, pm)
-	if !ok || err != nil || rec.Digest.Equal(pm.h.Offer.Digest()) {
+	if !ok || err != nil || sameOffer(rec, pm) {
 		return nil, false
 	}
-	a, err := x.d.Receive(ctx, pm.b, p.Message.ContextID, x.authenticated(ctx, pm.o.Iss))
+	a, err := x.d.ReceiveParsed(ctx, pm.h, pm.herr, p.Message.ContextID, x.authenticated(ctx, pm.o.Iss))
 	if err != nil || a.Outcome != handoff.Equivocation {
 		return nil, false
 	}

@@ -329,7 +329,7 @@ func (x *Executor) Execute(ctx context.Context, rc *a2asrv.RequestContext, q eve
 		// verified to address a status to.
 		return x.refuse(ctx, rc, q, nil, "rejected (bad-signature): "+pm.err.Error())
 	}
-	b, iss := pm.b, ""
+	iss := ""
 	if pm.o != nil {
 		iss = pm.o.Iss
 	}
@@ -343,7 +343,7 @@ func (x *Executor) Execute(ctx context.Context, rc *a2asrv.RequestContext, q eve
 	// The dialog is the task's contextId. When the message named none,
 	// the server made one up, and the offer cannot name it: rejected
 	// with "policy" rather than skipping step 5 (fail safe).
-	a, err := x.d.Receive(ctx, b, rc.ContextID, x.authenticated(ctx, iss))
+	a, err := x.d.ReceiveParsed(ctx, pm.h, pm.herr, rc.ContextID, x.authenticated(ctx, iss))
 	if err != nil {
 		return fmt.Errorf("a2ahandoff: receiving the offer: %w", err) // nothing was decided
 	}

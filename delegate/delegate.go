@@ -194,7 +194,16 @@ type Answer struct {
 // the sender of this request as the offer's iss; a resent status goes
 // only to such a sender (draft "Replay and Freshness").
 func (d *Delegate) Receive(ctx context.Context, b []byte, dialog string, authenticated bool) (*Answer, error) {
-	res, err := d.recv.Load().Receive(ctx, b, dialog)
+	h, err := handoff.ParseHandoff(b, d.cfg.Options.Limits)
+	return d.ReceiveParsed(ctx, h, err, dialog, authenticated)
+}
+
+// ReceiveParsed is Receive for a Handoff the caller has already decoded
+// with handoff.ParseHandoff (h and parseErr exactly as it returned them),
+// so that a carrier decodes a request's Handoff once
+// (handoff.Receiver.ReceiveParsed).
+func (d *Delegate) ReceiveParsed(ctx context.Context, h *handoff.Handoff, parseErr error, dialog string, authenticated bool) (*Answer, error) {
+	res, err := d.recv.Load().ReceiveParsed(ctx, h, parseErr, dialog)
 	if res == nil {
 		return nil, err
 	}

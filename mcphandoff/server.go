@@ -323,8 +323,11 @@ func (s *Server) call(ctx context.Context, next mcp.MethodHandler, method string
 		// verified to address a status to (decision 12).
 		return toolError(nil, "handoff rejected (bad-signature, step 1): %v", err), nil
 	}
+	// The carrier's one parse of the Handoff: the claimed iss for the
+	// authentication question, and what the delegate receives.
 	iss := ""
-	if h, err := handoff.ParseHandoff(b, s.cfg.Limits); err == nil {
+	h, herr := handoff.ParseHandoff(b, s.cfg.Limits)
+	if herr == nil {
 		if o, _, err := handoff.UnsafeDecode(h.Offer); err == nil && o != nil {
 			iss = o.Iss
 		}
@@ -339,7 +342,7 @@ func (s *Server) call(ctx context.Context, next mcp.MethodHandler, method string
 	// The record must be complete even if the caller goes away meanwhile:
 	// a hop claimed but not answered is still answered on retransmission.
 	bg := context.WithoutCancel(ctx)
-	a, err := s.cfg.Delegate.Receive(bg, b, dialog, authenticated)
+	a, err := s.cfg.Delegate.ReceiveParsed(bg, h, herr, dialog, authenticated)
 	if a == nil {
 		return nil, fmt.Errorf("mcphandoff: the hop store failed, nothing was decided: %w", err)
 	}

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
-
 )
 
 // AgentIds.
