@@ -133,3 +133,70 @@ func TestOfferJoinsOnlyItsDelegatorsTask(t *testing.T) {
 		}
 	})
 }
+
+// One task, one delegator, against a message that reuses the id of the
+// task's first message: a2a-go does not append such a message to the
+// history (it takes it for a retried execution), so the first hop's
+// message is still there and still names the task's delegator. The
+// coder's offer is refused, nothing is recorded for it, and the task
+// waits for its own delegator as before.
+func TestOfferReusingFirstMessageIDJoinsNoTask(t *testing.T) {
+	ctx := context.Background()
+	w := newWorld(t)
+	srv := w.serve(t, plannerID, memStore(), handoff.FormJWS, nil)
+	owner := a2aClient(t, srv.url, "token-of-"+assistantID)
+	el, task := startPaused(t, w, srv, owner)
+	seen := getTask(t, owner, task.ID) // whoever holds the task id can read it
+	now := time.Now().Unix()
+	o := handoff.Offer{Hop: handoff.NewHop(), Dialog: task.ContextID, Iss: coderID, Aud: plannerID, Iat: now, Exp: now + 120}
+	m := inTask(task, "complete")
+	m.ID = seen.History[0].ID
+	res := mustSend(t, a2aClient(t, srv.url, "token-of-"+coderID), carrying(t, m, &handoff.Handoff{Offer: w.sign(t, coderID, o, handoff.FormJWS)}, handoff.JSON))
+	if msg, ok := res.(*a2a.Message); !ok || !strings.Contains(textOf(msg), "one task, one delegator") {
+		t.Errorf("answer %T %v, want the standalone refusal", res, res)
+	}
+	if rec, err := srv.st.Get(ctx, coderID, o.Hop); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("the coder's hop was recorded (%v, %v), want nothing", rec, err)
+	}
+	first := hopOf(t, el)
+	r1, _ := srv.st.Get(ctx, first.Iss, first.Hop)
+	if got := getTask(t, owner, task.ID); got.Status.State != a2a.TaskStateInputRequired || r1.State != store.Accepted {
+		t.Errorf("task %s, first hop %s; want input-required and accepted", got.Status.State, r1.State)
+	}
+}
+
+// A refused offer stays in the task's history (a2a-go appended it before
+// the refusal). Taken later in a task of its own, it is no hop of the
+// first task: the first delegator's cancel still ends that task CANCELED
+// (a cancel is held back only by another open hop the task carries).
+func TestRefusedOfferInHistoryHoldsNoCancel(t *testing.T) {
+	ctx := context.Background()
+	w := newWorld(t)
+	srv := w.serve(t, plannerID, memStore(), handoff.FormJWS, nil)
+	owner := a2aClient(t, srv.url, "token-of-"+assistantID)
+	el, task := startPaused(t, w, srv, owner)
+	coder := a2aClient(t, srv.url, "token-of-"+coderID)
+	now := time.Now().Unix()
+	o := handoff.Offer{Hop: handoff.NewHop(), Dialog: task.ContextID, Iss: coderID, Aud: plannerID, Iat: now, Exp: now + 120}
+	el2 := w.sign(t, coderID, o, handoff.FormJWS)
+	mustSend(t, coder, carrying(t, inTask(task, "more"), &handoff.Handoff{Offer: el2}, handoff.JSON))
+	own, _ := sendForTask(t, coder, offerMessage(t, "more", task.ContextID, &handoff.Handoff{Offer: el2}, handoff.JSON))
+	if own.Status.State != a2a.TaskStateInputRequired {
+		t.Fatalf("the coder's own task is %s, want input-required", own.Status.State)
+	}
+	first := hopOf(t, el)
+	cancel, err := w.signers[assistantID].SignStatus(&handoff.Status{Offer: el.Digest(), Iss: assistantID, Aud: plannerID,
+		Iat: time.Now().Unix(), State: handoff.StateCanceled}, handoff.FormJWS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = owner.CancelTask(ctx, &a2a.TaskIDParams{ID: task.ID, Metadata: map[string]any{a2ahandoff.Key: cancel.Text()}})
+	got := getTask(t, owner, task.ID)
+	r1, _ := srv.st.Get(ctx, first.Iss, first.Hop)
+	if err != nil || got.Status.State != a2a.TaskStateCanceled || !r1.Canceled {
+		t.Errorf("the assistant's cancel of its own task: %v; task %s; hop canceled=%v", err, got.Status.State, r1.Canceled)
+	}
+	if r2, _ := srv.st.Get(ctx, coderID, o.Hop); r2.State != store.Accepted || r2.Canceled {
+		t.Errorf("the coder's hop in its own task is %s canceled=%v, want accepted, untouched", r2.State, r2.Canceled)
+	}
+}

@@ -425,10 +425,15 @@ func (x *Executor) authenticated(ctx context.Context, iss string) bool {
 // taken, or cannot be read, takes no offer (fail safe); a task with no
 // Handoff before this message (one AllowPlain let in) is nobody's hop.
 func (x *Executor) joinRefusal(ctx context.Context, t *a2a.Task, m *a2a.Message, iss string) string {
-	// a2a-go has added the message itself to the stored task's history:
-	// the task's hops are those before it.
+	// a2a-go has appended the message itself (this very pointer) to the
+	// stored task's history: the task's hops are those before it. Only
+	// that entry goes. A message reusing the id of one already in the
+	// history is not appended (a2a-go takes it for a retried execution),
+	// and the entry with its id is someone's earlier message, the first
+	// hop's perhaps: it stays, so that reusing the first message's id
+	// cannot make the task look like nobody's.
 	before := *t
-	before.History = slices.DeleteFunc(slices.Clone(t.History), func(h *a2a.Message) bool { return h == m || h != nil && m != nil && h.ID == m.ID })
+	before.History = slices.DeleteFunc(slices.Clone(t.History), func(h *a2a.Message) bool { return h == m })
 	first, err := x.hopOfTask(ctx, &before)
 	switch {
 	case err != nil:
@@ -533,8 +538,13 @@ func (x *Executor) hopOfTask(ctx context.Context, t *a2a.Task) (*Hop, error) {
 
 // hopsOfTask finds the hops a stored task carries: the first Handoff in
 // its history must have been taken (else an error), and with all, every
-// later Handoff whose offer was taken is listed too (a second offer sent
-// as a follow-up into the task); later ones not taken are skipped.
+// later Handoff from the first hop's iss whose offer was taken is listed
+// too (a second offer sent as a follow-up into the task); later ones not
+// taken are skipped. So are those of another iss (one task, one
+// delegator: such an offer was refused here, and may have been taken in
+// a task of its own since) and those this process remembers taken in
+// another task: a hop is listed only in the task that carries it, and
+// cannot hold up the cancel of a task it was never part of.
 func (x *Executor) hopsOfTask(ctx context.Context, t *a2a.Task, all bool) ([]*Hop, error) {
 	if t == nil {
 		return nil, nil
@@ -550,7 +560,7 @@ func (x *Executor) hopsOfTask(ctx context.Context, t *a2a.Task, all bool) ([]*Ho
 		}
 		h, err := x.takenHop(ctx, t, v)
 		if len(hs) > 0 {
-			if err == nil {
+			if err == nil && h.Iss == hs[0].Iss && x.inTask(h, t.ID) {
 				hs = append(hs, h)
 			}
 			continue
@@ -670,6 +680,17 @@ func (x *Executor) taskFor(ctx context.Context, iss, hop string) a2a.TaskID {
 		return ""
 	}
 	return t.id
+}
+
+// inTask reports whether the hop may be carried by task: true unless this
+// process remembers it taken in another task (after a restart it
+// remembers none, and a hop listed in the task's history counts: fail
+// safe, an open hop keeps the task from being canceled under it).
+func (x *Executor) inTask(h *Hop, task a2a.TaskID) bool {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	t, ok := x.tasks[[2]string{h.Iss, h.Hop}]
+	return !ok || t.id == task
 }
 
 // settlePaused records the outcome of an accepted hop whose work was
