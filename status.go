@@ -14,6 +14,14 @@ type StatusOptions struct {
 	Now    func() time.Time
 	Skew   time.Duration // a status issued later than now + skew is refused; 0: 60 s, NoSkew: none
 	Limits Limits
+	// SameOffer, when set, reports whether a digest other than the
+	// offer's own names the same offer: a same-content copy of it (D5 as
+	// amended: same signed content is the same offer) that the caller
+	// received and recorded as such. A status naming that digest then
+	// answers the offer. A delegate whose hop was taken with a malleated
+	// copy uses it to honour the delegator's cancel, which names the
+	// octets the delegator signed.
+	SameOffer func(Digest) bool
 }
 
 // VerifiedStatus is a status that passed every check of D9.
@@ -112,7 +120,7 @@ func VerifyStatus(status, offer Element, o StatusOptions) (*VerifiedStatus, erro
 	if s.Aud != receiver {
 		return fail(ReasonWrongAudience, "aud", fmt.Errorf("status is for %q, the other party is %q", s.Aud, receiver))
 	}
-	if !s.Offer.Matches(offer.Octets) {
+	if !s.Offer.Matches(offer.Octets) && (o.SameOffer == nil || !o.SameOffer(s.Offer)) {
 		return fail(ReasonPolicy, "offer", fmt.Errorf("status answers offer %s, not %s", s.Offer, offer.Digest()))
 	}
 	if now := o.Now().Unix(); s.Iat > now+int64(o.Skew/time.Second) {

@@ -3,6 +3,7 @@ package delegate_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"sync"
@@ -405,5 +406,93 @@ func TestD5ConcurrentCopyDeliveries(t *testing.T) {
 			}
 			verifiesFor(t, w, &handoff.Element{Form: handoff.FormJWS, Octets: got[0]}, cp, first)
 		})
+	}
+}
+
+// TestD5CancelNamesTheSignedOctets: the delegator's cancel names the
+// octets it signed, and the hop may have been taken with a same-content
+// copy of them (anyone on the path can malleate a signature). D5 as
+// amended makes them one offer, so the cancel applies to the hop on
+// every store, in each order of arrival:
+//   - the copy is taken, the original follows (a retransmission, recorded
+//     as a copy), then the cancel: applied at once (the status verifies
+//     through the recorded copy, StatusOptions.SameOffer);
+//   - the copy is taken and the cancel comes before the original: held
+//     (those octets were never seen here, the error wraps ErrNotFound),
+//     and applied when the original arrives;
+//   - the cancel overtakes both: held; the copy, other octets, is taken
+//     (the held cancel names the original's digest, which no copy reveals);
+//     the original, when it comes, applies it.
+//
+// Each time the hop ends canceled with its work stopped.
+func TestD5CancelNamesTheSignedOctets(t *testing.T) {
+	ctx := context.Background()
+	type step int
+	const (
+		cp     step = iota // the copy arrives
+		orig               // the original arrives
+		cancel             // the delegator's cancel arrives
+	)
+	orders := []struct {
+		name  string
+		steps []step
+		held  step // after this step's cancel, it is held (not yet applied); -1: applied
+	}{
+		{"copy, original, cancel", []step{cp, orig, cancel}, -1},
+		{"copy, cancel, original", []step{cp, cancel, orig}, cancel},
+		{"cancel, copy, original", []step{cancel, cp, orig}, cancel},
+	}
+	for _, sk := range d5Stores {
+		for _, c := range d5Copies {
+			for _, ord := range orders {
+				t.Run(sk.name+"/"+c.name+"/"+ord.name, func(t *testing.T) {
+					w := newWorld(t)
+					s, _ := sk.open(t, w)
+					var log workLog
+					d := w.delegate(s, func(cfg *delegate.Config) { cfg.Stop = log.stop })
+					first, o := w.signedOffer(c.form)
+					copied := c.make(t, w, first, o)
+					cancelEl := cancelStatus(t, w, carry(t, first, handoff.JSON))
+					took := 0
+					for _, st := range ord.steps {
+						switch st {
+						case cp, orig:
+							el := copied
+							if st == orig {
+								el = first
+							}
+							a, err := d.Receive(ctx, carry(t, el, handoff.JSON), "ctx", true)
+							if err != nil {
+								t.Fatalf("delivery: %v", err)
+							}
+							if a.Take {
+								took++
+							}
+						case cancel:
+							_, err := d.Cancel(ctx, cancelEl, o.Iss, o.Hop)
+							if ord.held == cancel && !errors.Is(err, store.ErrNotFound) {
+								t.Fatalf("cancel: %v; want held (ErrNotFound)", err)
+							}
+							if ord.held != cancel && err != nil {
+								t.Fatalf("cancel: %v", err)
+							}
+						}
+					}
+					r, err := s.Get(ctx, o.Iss, o.Hop)
+					if err != nil || !r.Canceled {
+						t.Fatalf("hop %+v, %v; want canceled", r, err)
+					}
+					if took != 1 {
+						t.Errorf("the work was taken %d times, want once", took)
+					}
+					if len(log.stopped) == 0 && r.State == store.Accepted {
+						t.Errorf("the running work was not stopped")
+					}
+					if r.Equivocated {
+						t.Errorf("the hop is marked equivocated; a copy is the same offer")
+					}
+				})
+			}
+		}
 	}
 }

@@ -450,11 +450,22 @@ func (d *Delegate) seen(ctx context.Context, a *Answer, r *store.Record, offer h
 	if err := classify(a, r, offer); err != nil {
 		return nil, err
 	}
-	switch {
-	case a.Outcome == handoff.Equivocation:
+	if a.Outcome == handoff.Equivocation {
 		var err error
 		a.Record, err = d.equivocation(ctx, r, offer)
 		return a, err
+	}
+	if a.Result.Copy && !r.Canceled {
+		// A cancel held for the copy's digest (one that overtook these
+		// octets, or one that named them when the hop had been taken with
+		// another copy, see Cancel) verifies against them: it cancels the
+		// hop, the same offer (D5).
+		if err := d.heldForCopy(ctx, a, r, offer); err != nil {
+			return nil, err
+		}
+		r = a.Record
+	}
+	switch {
 	case !authenticated || r.Status == nil:
 		return a, nil // a resent status goes only to offer.iss
 	case a.Result.Copy:
@@ -566,8 +577,9 @@ func (d *Delegate) raiseDetached(ctx context.Context, kind, iss, hop, detail str
 func (d *Delegate) sign(o *handoff.Offer, dg handoff.Digest, state handoff.State, reason handoff.Reason, detail string, refs []handoff.ContextRef) (*handoff.Element, error) {
 	// iss is this delegate. It equals offer.aud for every offer that passed
 	// step 2; for a wrong-audience rejection it is the one honest signer:
-	// naming offer.aud there would claim to speak for another agent (such
-	// a status cannot pass D9 either way, but it is not a forgery).
+	// naming offer.aud there would claim to speak for another agent. D9 as
+	// amended verifies it, from a trusted agent, as the misdelivered
+	// rejection, which never sets the hop's state.
 	st := &handoff.Status{Offer: dg, Iss: d.cfg.Options.Me, Aud: o.Iss, Iat: d.now().Unix(), State: state,
 		Reason: reason, Detail: detail, Refs: refs}
 	s, err := d.cfg.Signer.SignStatus(st, d.cfg.StatusForm)
@@ -962,8 +974,39 @@ func (d *Delegate) Cancel(ctx context.Context, status handoff.Element, iss, hop 
 	} else if err != nil {
 		return nil, err
 	}
+	// The cancel names the octets its delegator signed. The hop may have
+	// been taken with a same-content copy of them (D5: anyone holding the
+	// offer can malleate its signature), whose digest differs: a digest
+	// recorded as a copy of the hop's offer names the same offer.
+	named := handoff.Digest{}
+	if _, cs, _ := handoff.UnsafeDecode(status); cs != nil {
+		named = cs.Offer
+	}
+	var copyErr error
+	sameOffer := func(dg handoff.Digest) bool {
+		_, err := d.cfg.Store.CopyStatus(ctx, iss, r.Hop, dg)
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
+			copyErr = err
+		}
+		return err == nil
+	}
 	vs, err := handoff.VerifyStatus(status, handoff.Element{Form: r.OfferForm, Octets: r.Offer},
-		handoff.StatusOptions{Keys: d.cfg.Options.Keys, Now: d.now, Skew: d.cfg.Options.Skew})
+		handoff.StatusOptions{Keys: d.cfg.Options.Keys, Now: d.now, Skew: d.cfg.Options.Skew, SameOffer: sameOffer})
+	if err != nil && copyErr != nil {
+		return nil, store.HopError(fmt.Errorf("delegate: reading the copies of the hop's offer to check the cancel: %w", copyErr), iss, r.Hop)
+	}
+	if ce := (*handoff.CheckError)(nil); err != nil && errors.As(err, &ce) && ce.Member == "offer" && !named.Equal(r.Digest) {
+		// The cancel names an offer this hop was not recorded with, nor
+		// a copy of it seen yet: perhaps the octets its delegator signed,
+		// of which only a malleated copy has arrived. Held like a cancel
+		// that overtook its offer: should those octets arrive, as a
+		// retransmission of this hop (seen) or as a new offer, it applies.
+		if _, herr := d.hold(ctx, status); herr != nil {
+			return nil, store.HopError(fmt.Errorf("delegate: the cancel does not verify against the hop's offer: %w; it is not held: %w", err, herr), iss, hop)
+		}
+		return nil, store.HopError(fmt.Errorf("delegate: the cancel names offer %s, not the offer (or a copy of it) recorded for the hop: %w; "+
+			"it is held until an offer with that digest arrives: %w", named, err, store.ErrNotFound), iss, hop)
+	}
 	if err != nil {
 		return nil, store.HopError(fmt.Errorf("delegate: the cancel does not verify against the hop's offer: %w", err), iss, hop)
 	}

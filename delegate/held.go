@@ -124,3 +124,23 @@ func (d *Delegate) heldLookFailed(ctx context.Context, a *Answer, err error) (*A
 	ferr := d.raiseDetached(ctx, store.FlagUnknownOutcome, r.Iss, r.Hop, detail)
 	return nil, errors.Join(store.HopError(fmt.Errorf("delegate: %s", detail), r.Iss, r.Hop), ferr)
 }
+
+// heldForCopy applies a cancel held for the digest of offer, a
+// same-content copy of the offer the hop is recorded with as r (D5: the
+// same offer): the cancel verifies against the copy's own octets. The
+// record, canceled or not, is left in a.Record.
+func (d *Delegate) heldForCopy(ctx context.Context, a *Answer, r *store.Record, offer handoff.Element) error {
+	k, found, err := d.heldFor(ctx, r.Iss, offer, *a.Result.OfferDigest)
+	if err != nil || !found {
+		return err
+	}
+	if took, err := d.takeHeld(ctx, k); err == nil && !took {
+		return nil // another caller took it, and applies it
+	}
+	r, err = d.canceled(ctx, r)
+	if err != nil {
+		return err
+	}
+	a.Record = r
+	return nil
+}
