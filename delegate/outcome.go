@@ -45,8 +45,17 @@ type Effect func(tx *sql.Tx) (Outcome, error)
 //   - otherwise the Effect makes its writes and the outcome it returns is
 //     signed and recorded with them.
 //
+// A hop already canceled or equivocated when RecordOutcome is called does
+// not run work at all: it is recorded "failed" with no effect (its work
+// never began), returned with ErrCanceled or ErrEquivocated as above.
+//
 // If work or the Effect returns an error, nothing of it takes effect and
-// the hop stays as it was. It returns the status to send.
+// the hop stays as it was: the caller knows, and settles it. If the store
+// fails to record the outcome of work that was done (or cannot say
+// whether its commit took effect), the hop is flagged "unknown outcome"
+// too, for the operator. The short transaction does not end with ctx: a
+// deadline passing once the slow part is done does not drop its result.
+// It returns the status to send.
 func (d *Delegate) RecordOutcome(ctx context.Context, iss, hop string, work func(ctx context.Context) (Effect, error)) (*handoff.Element, error) {
 	ts, ok := d.cfg.Store.(Transactional)
 	if !ok {
@@ -54,26 +63,42 @@ func (d *Delegate) RecordOutcome(ctx context.Context, iss, hop string, work func
 	}
 	var st *handoff.Element
 	var stopped *store.Record // the hop as found canceled or equivocated in the short transaction
-	err := ts.RecordOutcome(ctx, iss, hop, d.now, func(ctx context.Context, _ *store.Record) (store.Effect, error) {
-		apply, err := work(ctx)
-		if err != nil {
-			return nil, err
-		}
-		if apply == nil {
-			return nil, store.HopError(errors.New("delegate: the work returned no effect to record"), iss, hop)
+	workErr := false          // the error is the work's own (or its Effect's): the caller knows
+	err := ts.RecordOutcome(ctx, iss, hop, d.now, func(ctx context.Context, r0 *store.Record) (store.Effect, error) {
+		var apply Effect
+		if !r0.Canceled && !r0.Equivocated {
+			// A hop canceled or equivocated before its work began does not
+			// run it: it is recorded failed with no effect below.
+			var err error
+			if apply, err = work(ctx); err != nil {
+				workErr = true
+				return nil, err
+			}
+			if apply == nil {
+				workErr = true
+				return nil, store.HopError(errors.New("delegate: the work returned no effect to record"), iss, hop)
+			}
 		}
 		return func(tx *sql.Tx, r *store.Record) (store.Outcome, error) {
 			// r is the hop as it stands now, locked: the status is signed
 			// for it, so a "failed" on an equivocated hop carries reason
 			// equivocation (draft "Forks, Concurrency, and Equivocation").
+			// The marks never clear: a hop marked before the work began
+			// is marked still.
 			var out Outcome
-			if r.Canceled || r.Equivocated {
+			var err error
+			switch {
+			case apply == nil:
+				out, stopped = canceledBeforeWork(r), r
+			case r.Canceled || r.Equivocated:
 				out, stopped = stoppedWhileWorking(r), r
-			} else {
+			default:
 				if out, err = apply(tx); err != nil {
+					workErr = true
 					return store.Outcome{}, err
 				}
 				if err := out.check(); err != nil {
+					workErr = true
 					return store.Outcome{}, store.HopError(err, iss, hop)
 				}
 			}
@@ -84,6 +109,17 @@ func (d *Delegate) RecordOutcome(ctx context.Context, iss, hop string, work func
 		}, nil
 	})
 	if err != nil {
+		if !workErr && !errors.Is(err, store.ErrConflict) && !errors.Is(err, store.ErrNotFound) {
+			// The store failed to record the outcome (or could not say
+			// whether its commit took effect): the hop may stay "accepted"
+			// with its work done and nobody to record it. Flagged, for the
+			// operator to read the hop and settle it (decision 64).
+			detail := fmt.Sprintf("recording the outcome of the hop's work failed (%v): read the hop; if it is still accepted, "+
+				"find out whether the work's effect committed and settle it with Finish or Release", err)
+			if ferr := d.raiseDetached(ctx, store.FlagUnknownOutcome, iss, hop, detail); ferr != nil {
+				return nil, errors.Join(err, ferr)
+			}
+		}
 		return nil, err
 	}
 	if stopped != nil {
@@ -94,7 +130,7 @@ func (d *Delegate) RecordOutcome(ctx context.Context, iss, hop string, work func
 		if stopped.Canceled {
 			errs = append(errs, ErrCanceled)
 		}
-		return st, store.HopError(fmt.Errorf("%w: the hop was recorded failed while the work ran; the work's effect was not applied",
+		return st, store.HopError(fmt.Errorf("%w: the hop was recorded failed; the work's effect was not applied",
 			errors.Join(errs...)), iss, hop)
 	}
 	return st, nil

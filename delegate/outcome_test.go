@@ -60,37 +60,124 @@ func TestRecordOutcomeStoppedWhileWorking(t *testing.T) {
 			}
 		}, delegate.ErrEquivocated, handoff.ReasonEquivocation, false, true},
 	} {
-		t.Run(c.name, func(t *testing.T) {
-			w := newWorld(t)
-			s := openSQLiteStore(t, w)
-			d := w.delegate(s, nil)
-			b, o := w.offer("")
-			if a, err := d.Receive(ctx, b, "ctx", true); err != nil || !a.Take {
-				t.Fatalf("Receive: %+v, %v", a, err)
+		for _, before := range []bool{false, true} {
+			name := c.name + " while working"
+			if before {
+				name = c.name + " before the work began"
 			}
-			applied := false
-			st, err := d.RecordOutcome(ctx, o.Iss, o.Hop, func(context.Context) (delegate.Effect, error) {
-				c.meddle(t, w, d, b, o) // while the slow part runs
-				return func(tx *sql.Tx) (delegate.Outcome, error) {
-					applied = true
-					_, err := tx.Exec(`INSERT INTO effects (hop) VALUES (?)`, o.Hop)
-					return delegate.Outcome{State: store.Completed}, err
-				}, nil
+			t.Run(name, func(t *testing.T) {
+				w := newWorld(t)
+				s := openSQLiteStore(t, w)
+				d := w.delegate(s, nil)
+				b, o := w.offer("")
+				if a, err := d.Receive(ctx, b, "ctx", true); err != nil || !a.Take {
+					t.Fatalf("Receive: %+v, %v", a, err)
+				}
+				if before {
+					c.meddle(t, w, d, b, o)
+				}
+				applied, ran := false, false
+				st, err := d.RecordOutcome(ctx, o.Iss, o.Hop, func(context.Context) (delegate.Effect, error) {
+					ran = true
+					if !before {
+						c.meddle(t, w, d, b, o) // while the slow part runs
+					}
+					return func(tx *sql.Tx) (delegate.Outcome, error) {
+						applied = true
+						_, err := tx.Exec(`INSERT INTO effects (hop) VALUES (?)`, o.Hop)
+						return delegate.Outcome{State: store.Completed}, err
+					}, nil
+				})
+				if !errors.Is(err, c.sentry) {
+					t.Fatalf("RecordOutcome = %v; want %v", err, c.sentry)
+				}
+				if applied || count(t, s.DB()) != 0 {
+					t.Fatal("the work's effect was applied on a hop stopped while it ran")
+				}
+				if before && ran {
+					t.Error("the work ran for a hop stopped before it began")
+				}
+				got := statusOf(t, w, st, b)
+				if got.State != handoff.StateFailed || got.Reason != c.reason || len(got.Refs) != 0 {
+					t.Fatalf("status %s, %s, refs %v; want failed, %s, no refs", got.State, got.Reason, got.Refs, c.reason)
+				}
+				r, err := s.Get(ctx, o.Iss, o.Hop)
+				if err != nil || r.State != store.Failed || r.Canceled != c.cancel || r.Equivocated != c.equivoc || string(r.Status) != string(st.Octets) {
+					t.Fatalf("record %+v, %v; want failed with the returned status", r, err)
+				}
 			})
-			if !errors.Is(err, c.sentry) {
-				t.Fatalf("RecordOutcome = %v; want %v", err, c.sentry)
-			}
-			if applied || count(t, s.DB()) != 0 {
-				t.Fatal("the work's effect was applied on a hop stopped while it ran")
-			}
-			got := statusOf(t, w, st, b)
-			if got.State != handoff.StateFailed || got.Reason != c.reason || len(got.Refs) != 0 {
-				t.Fatalf("status %s, %s, refs %v; want failed, %s, no refs", got.State, got.Reason, got.Refs, c.reason)
-			}
-			r, err := s.Get(ctx, o.Iss, o.Hop)
-			if err != nil || r.State != store.Failed || r.Canceled != c.cancel || r.Equivocated != c.equivoc || string(r.Status) != string(st.Octets) {
-				t.Fatalf("record %+v, %v; want failed with the returned status", r, err)
-			}
-		})
+		}
+	}
+}
+
+// "Kept Records": once the slow part of the work is done, its result is
+// recorded even if the caller's context ends just then (a request
+// deadline): the short transaction runs detached, within OutcomeBound.
+func TestRecordOutcomeOutlivesTheCallersDeadline(t *testing.T) {
+	w := newWorld(t)
+	s := openSQLiteStore(t, w)
+	d := w.delegate(s, nil)
+	b, o := w.offer("")
+	if a, err := d.Receive(context.Background(), b, "ctx", true); err != nil || !a.Take {
+		t.Fatal(a, err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	st, err := d.RecordOutcome(ctx, o.Iss, o.Hop, func(context.Context) (delegate.Effect, error) {
+		cancel() // the deadline passes as the slow part finishes
+		return func(tx *sql.Tx) (delegate.Outcome, error) {
+			_, err := tx.Exec(`INSERT INTO effects (hop) VALUES (?)`, o.Hop)
+			return delegate.Outcome{State: store.Completed}, err
+		}, nil
+	})
+	if err != nil || st == nil {
+		t.Fatalf("RecordOutcome: %v", err)
+	}
+	r, err := s.Get(context.Background(), o.Iss, o.Hop)
+	if err != nil || r.State != store.Completed || count(t, s.DB()) != 1 {
+		t.Fatalf("hop %+v, %v, %d effects; want completed with its effect", r, err, count(t, s.DB()))
+	}
+}
+
+// "Kept Records": when the store cannot record the outcome of work that
+// was done (here a real SQLite trigger refuses the hop's update), the hop
+// stays accepted and is flagged "unknown outcome" for the operator; an
+// error of the work itself is the caller's to handle and raises nothing.
+func TestRecordOutcomeStoreFailureIsFlagged(t *testing.T) {
+	ctx := context.Background()
+	w := newWorld(t)
+	s := openSQLiteStore(t, w)
+	d := w.delegate(s, nil)
+	b, o := w.offer("")
+	if a, err := d.Receive(ctx, b, "ctx", true); err != nil || !a.Take {
+		t.Fatal(a, err)
+	}
+	effect := func(context.Context) (delegate.Effect, error) {
+		return func(tx *sql.Tx) (delegate.Outcome, error) {
+			_, err := tx.Exec(`INSERT INTO effects (hop) VALUES (?)`, o.Hop)
+			return delegate.Outcome{State: store.Completed}, err
+		}, nil
+	}
+	// The work's own error: no flag.
+	if _, err := d.RecordOutcome(ctx, o.Iss, o.Hop, func(context.Context) (delegate.Effect, error) {
+		return nil, errors.New("the work failed")
+	}); err == nil {
+		t.Fatal("RecordOutcome of failing work: no error")
+	}
+	if fs, _ := d.Flags(ctx, false); len(fs) != 0 {
+		t.Fatalf("flags %+v after the work's own error; want none", fs)
+	}
+	if _, err := s.DB().Exec(`CREATE TRIGGER refuse_outcome BEFORE UPDATE OF state ON hops BEGIN SELECT RAISE(ABORT, 'disk on fire'); END`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.RecordOutcome(ctx, o.Iss, o.Hop, effect); err == nil {
+		t.Fatal("RecordOutcome under a refusing store: no error")
+	}
+	r, err := s.Get(ctx, o.Iss, o.Hop)
+	if err != nil || r.State != store.Accepted || count(t, s.DB()) != 0 {
+		t.Fatalf("hop %+v, %v, %d effects; want accepted, no effect", r, err, count(t, s.DB()))
+	}
+	fs, err := d.Flags(ctx, false)
+	if err != nil || len(fs) != 1 || fs[0].Kind != store.FlagUnknownOutcome || fs[0].Hop != o.Hop {
+		t.Fatalf("flags %+v, %v; want one unknown-outcome flag for the hop", fs, err)
 	}
 }

@@ -32,6 +32,11 @@ import (
 // If work or the Effect returns an error, or the commit fails, nothing is
 // recorded and nothing of the Effect's writes takes effect. now stamps
 // Decided; it is called inside the short transaction.
+//
+// The short transaction runs detached from ctx, within OutcomeBound: once
+// the slow part is done, a caller's deadline passing (a request timing
+// out just as the work finishes) must not drop its result and leave the
+// hop "accepted" with nobody working on it.
 func (s *DB) RecordOutcome(ctx context.Context, iss, hop string, now func() time.Time, work func(ctx context.Context, r *store.Record) (store.Effect, error)) error {
 	if err := s.open(); err != nil {
 		return err
@@ -50,8 +55,14 @@ func (s *DB) RecordOutcome(ctx context.Context, iss, hop string, now func() time
 	if effect == nil {
 		return store.HopError(errors.New("store: outcome: the work returned no effect to record"), iss, hop)
 	}
-	return s.applyOutcome(ctx, iss, hop, now, effect)
+	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), OutcomeBound)
+	defer cancel()
+	return s.applyOutcome(actx, iss, hop, now, effect)
 }
+
+// OutcomeBound bounds RecordOutcome's short transaction, busy retries
+// included: three times SQLite's busy timeout.
+const OutcomeBound = 30 * time.Second
 
 // applyOutcome is RecordOutcome's short transaction.
 func (s *DB) applyOutcome(ctx context.Context, iss, hop string, now func() time.Time, effect store.Effect) error {
