@@ -730,8 +730,9 @@ func TestRejectionsOverA2A(t *testing.T) {
 						var s *handoff.Status
 						if tc.reason == handoff.ReasonWrongAudience {
 							// The receiver is not offer.aud, so its status
-							// names itself as iss and cannot pass D9 at the
-							// delegator; read it unverified.
+							// names itself as iss: D9's misdelivered
+							// rejection, which sets no state; read here
+							// for what it names.
 							_, s, _ = handoff.UnsafeDecode(sts[0])
 							if s == nil {
 								t.Fatal("the rejection is not a status")

@@ -203,11 +203,14 @@ func TestRejections(t *testing.T) {
 // Step 2: an offer for another agent is rejected wrong-audience, and the
 // status names this delegate as its iss (the key that signed it), never the
 // offer's aud: a status claiming to speak for another agent would be a
-// forgery. It cannot pass D9 (status.iss is not offer.aud), so a delegator
-// learns nothing it could mistake for the real delegate's answer.
+// forgery. D9 as amended: the delegator verifies it as the misdelivered
+// rejection of a trusted third party, which never sets the hop's state, so
+// it learns nothing it could mistake for the real delegate's answer. From
+// an agent the delegator does not trust, it does not verify at all.
 func TestWrongAudienceStatusNamesItsSigner(t *testing.T) {
 	w := newWorld(t)
-	d := w.delegate(w.freshStore(), func(c *delegate.Config) { c.Options.Me = "tester" })
+	w.addAgent("tester")
+	d := w.delegate(w.freshStore(), func(c *delegate.Config) { c.Options.Me = "tester"; c.Signer = w.signers["tester"] })
 	b, o := w.offer("")
 	a, err := d.Receive(context.Background(), b, "ctx", true)
 	if err != nil || a.Outcome != handoff.Rejected || a.Result.Reason != handoff.ReasonWrongAudience {
@@ -221,8 +224,13 @@ func TestWrongAudienceStatusNamesItsSigner(t *testing.T) {
 		t.Fatalf("status iss %q aud %q, want iss tester (its signer) and aud %q", st.Iss, st.Aud, o.Iss)
 	}
 	h, _ := handoff.ParseHandoff(b, handoff.Limits{})
-	if _, err := handoff.VerifyStatus(*a.Status, h.Offer, handoff.StatusOptions{Keys: w.keys, Now: w.clock}); err == nil {
-		t.Fatal("a status from an agent that is not offer.aud passed D9")
+	vs, err := handoff.VerifyStatus(*a.Status, h.Offer, handoff.StatusOptions{Keys: w.keys, Now: w.clock})
+	if err != nil || !vs.Misdelivered || vs.SetsState() {
+		t.Fatalf("D9: %+v, %v; want a misdelivered rejection that sets no state", vs, err)
+	}
+	untrusted := newWorld(t).keys // binds no key to "tester"
+	if _, err := handoff.VerifyStatus(*a.Status, h.Offer, handoff.StatusOptions{Keys: untrusted, Now: w.clock}); err == nil {
+		t.Fatal("a misdelivered rejection from an agent the delegator does not trust passed D9")
 	}
 }
 

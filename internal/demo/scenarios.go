@@ -394,9 +394,10 @@ func (w *World) wrongAudience(ctx context.Context, r *recorder) error {
 	}
 	if len(sts) == 1 {
 		// The coder signs its "rejected" and addresses it to the offer's
-		// iss (the assistant). D9 cannot verify it (a status must come
-		// from the offer's aud, and the coder is not), so its signature is
-		// checked against the coder's key, and what it names read after.
+		// iss (the assistant): D9's misdelivered rejection, from an agent
+		// that is not the offer's aud, which never sets the hop's state.
+		// Its signature is checked against the coder's key, and what it
+		// names read after.
 		st, err := signedBy(sts[0], w.agents[Planner].keys, idOf(Coder), ph.Handoff.Offer.Digest())
 		if err != nil {
 			v, why = "unverifiable status", err.Error()
