@@ -78,6 +78,10 @@ type Delegate struct {
 	claimed map[string]string // hop of each offer claimed here lately, by heldKey
 	order   []string          // claimed's keys, oldest first (a ring of maxClaimed)
 	next    int
+	// working: the hops whose RecordOutcome runs in this process (closed
+	// when it ends), so that a second call for one waits, then finds the
+	// outcome recorded, rather than running the work again (outcome.go).
+	working map[[2]string]chan struct{}
 }
 
 // maxClaimed bounds the offers whose hop a delegate remembers for a
@@ -110,7 +114,7 @@ func New(ctx context.Context, cfg Config) (*Delegate, error) {
 	if cfg.HeldCancels.PerIss == 0 {
 		cfg.HeldCancels.PerIss = DefaultMaxHeldPerIss
 	}
-	d := &Delegate{cfg: cfg, claimed: map[string]string{}}
+	d := &Delegate{cfg: cfg, claimed: map[string]string{}, working: map[[2]string]chan struct{}{}}
 	if err := d.setSince(since); err != nil {
 		return nil, err
 	}
@@ -934,6 +938,12 @@ func (d *Delegate) Recover(ctx context.Context) (int, error) {
 // the work never starts. A cancel that cannot be held (its signature does
 // not verify, or the held cancels are at Config.HeldCancels.Total: the
 // error then wraps store.ErrHeldFull too) says "not held".
+//
+// hop may be "" when the caller knows only the offer's digest, which the
+// status names (MCP's notifications/cancelled): the hop is the one
+// claimed here lately for that digest, or found in the store by it
+// (store.Store.HopOf), so a cancel reaching another replica, or this one
+// after a restart, still applies (decision 66).
 func (d *Delegate) Cancel(ctx context.Context, status handoff.Element, iss, hop string) (*store.Record, error) {
 	r, err := d.cfg.Store.Get(ctx, iss, hop)
 	if errors.Is(err, store.ErrNotFound) {
@@ -948,6 +958,19 @@ func (d *Delegate) Cancel(ctx context.Context, status handoff.Element, iss, hop 
 		// out applies it.
 		if h, ok := d.claimedHop(k.key()); ok && (hop == "" || hop == h) {
 			hop = h
+		}
+		if hop == "" {
+			// Not claimed here lately: perhaps by another replica sharing
+			// the store, or before a restart. Looked up after holding, so
+			// that a claim committing meanwhile either finds the held
+			// cancel (Receive looks after its claim) or is found here.
+			h, lerr := d.cfg.Store.HopOf(ctx, k.iss, k.offer)
+			switch {
+			case lerr == nil:
+				hop = h
+			case !errors.Is(lerr, store.ErrNotFound):
+				return nil, fmt.Errorf("%w; the cancel is held; finding the hop of offer %s failed: %w", err, k.offer, lerr)
+			}
 		}
 		if hop == "" {
 			return nil, fmt.Errorf("%w; the cancel is held until its offer arrives", err)
@@ -1108,6 +1131,15 @@ func (d *Delegate) RunSweeper(ctx context.Context, every time.Duration, report f
 			}
 		}
 	}
+}
+
+// Record reads the hop's record from the store (store.ErrNotFound when
+// there is none): what a carrier checks just before it begins taken work,
+// since a cancel or an equivocating offer may have marked the hop in
+// between on a path that does not reach its Config.Stop (another replica
+// sharing the store, another process).
+func (d *Delegate) Record(ctx context.Context, iss, hop string) (*store.Record, error) {
+	return d.cfg.Store.Get(ctx, iss, hop)
 }
 
 // Flags lists the operator's flags: equivocation, conflicting inputs and

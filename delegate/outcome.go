@@ -55,16 +55,24 @@ type Effect func(tx *sql.Tx) (Outcome, error)
 // whether its commit took effect), the hop is flagged "unknown outcome"
 // too, for the operator. The short transaction does not end with ctx: a
 // deadline passing once the slow part is done does not drop its result.
+// A second call for a hop whose RecordOutcome runs in this process waits
+// for it, then finds the outcome recorded and runs nothing.
+//
 // It returns the status to send.
 func (d *Delegate) RecordOutcome(ctx context.Context, iss, hop string, work func(ctx context.Context) (Effect, error)) (*handoff.Element, error) {
 	ts, ok := d.cfg.Store.(Transactional)
 	if !ok {
 		return nil, errors.New("delegate: the store has no transactions for the work (use Finish with an authoritative observation)")
 	}
+	release, err := d.working1(ctx, iss, hop)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
 	var st *handoff.Element
 	var stopped *store.Record // the hop as found canceled or equivocated in the short transaction
 	workErr := false          // the error is the work's own (or its Effect's): the caller knows
-	err := ts.RecordOutcome(ctx, iss, hop, d.now, func(ctx context.Context, r0 *store.Record) (store.Effect, error) {
+	err = ts.RecordOutcome(ctx, iss, hop, d.now, func(ctx context.Context, r0 *store.Record) (store.Effect, error) {
 		var apply Effect
 		if !r0.Canceled && !r0.Equivocated {
 			// A hop canceled or equivocated before its work began does not
@@ -113,7 +121,7 @@ func (d *Delegate) RecordOutcome(ctx context.Context, iss, hop string, work func
 			// The store failed to record the outcome (or could not say
 			// whether its commit took effect): the hop may stay "accepted"
 			// with its work done and nobody to record it. Flagged, for the
-			// operator to read the hop and settle it (decision 64).
+			// operator to read the hop and settle it (decision 61).
 			detail := fmt.Sprintf("recording the outcome of the hop's work failed (%v): read the hop; if it is still accepted, "+
 				"find out whether the work's effect committed and settle it with Finish or Release", err)
 			if ferr := d.raiseDetached(ctx, store.FlagUnknownOutcome, iss, hop, detail); ferr != nil {
@@ -134,6 +142,38 @@ func (d *Delegate) RecordOutcome(ctx context.Context, iss, hop string, work func
 			errors.Join(errs...)), iss, hop)
 	}
 	return st, nil
+}
+
+// working1 waits until no other RecordOutcome for (iss, hop) runs in this
+// process, then marks this one running until release. The store's short
+// transaction decides which outcome is recorded, but only this keeps the
+// slow part from running twice when a host calls twice for one hop (a
+// retry after a timeout, two workers handed the same hop): the second
+// finds the outcome recorded (store.ErrConflict) and runs nothing. Calls
+// on two processes sharing the store are not serialized (decision 65).
+func (d *Delegate) working1(ctx context.Context, iss, hop string) (release func(), err error) {
+	k := [2]string{iss, hop}
+	for {
+		d.mu.Lock()
+		busy := d.working[k]
+		if busy == nil {
+			done := make(chan struct{})
+			d.working[k] = done
+			d.mu.Unlock()
+			return func() {
+				d.mu.Lock()
+				delete(d.working, k)
+				d.mu.Unlock()
+				close(done)
+			}, nil
+		}
+		d.mu.Unlock()
+		select {
+		case <-busy:
+		case <-ctx.Done():
+			return nil, store.HopError(fmt.Errorf("delegate: waiting for the hop's other RecordOutcome to end: %w", context.Cause(ctx)), iss, hop)
+		}
+	}
 }
 
 // stoppedWhileWorking is the outcome of work whose hop was canceled or

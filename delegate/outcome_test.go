@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -180,4 +181,71 @@ func TestRecordOutcomeStoreFailureIsFlagged(t *testing.T) {
 	if err != nil || len(fs) != 1 || fs[0].Kind != store.FlagUnknownOutcome || fs[0].Hop != o.Hop {
 		t.Fatalf("flags %+v, %v; want one unknown-outcome flag for the hop", fs, err)
 	}
+}
+
+// "Knowing the Outcome": a host that calls RecordOutcome twice for one
+// hop at once (a retry after a timeout, two workers handed the same hop)
+// runs the work once. The second call waits for the first, finds the
+// outcome recorded, and returns store.ErrConflict without running
+// anything; the effect is applied once.
+func TestRecordOutcomeTwiceRunsOnce(t *testing.T) {
+	ctx := context.Background()
+	w := newWorld(t)
+	s := openSQLiteStore(t, w)
+	d := w.delegate(s, nil)
+	b, o := w.offer("")
+	if a, err := d.Receive(ctx, b, "ctx", true); err != nil || !a.Take {
+		t.Fatal(a, err)
+	}
+	var runs atomic.Int32
+	entered, release := make(chan struct{}), make(chan struct{})
+	work := func(context.Context) (delegate.Effect, error) {
+		if runs.Add(1) == 1 {
+			close(entered)
+			<-release
+		}
+		return func(tx *sql.Tx) (delegate.Outcome, error) {
+			_, err := tx.Exec(`INSERT INTO effects (hop) VALUES (?)`, o.Hop)
+			return delegate.Outcome{State: store.Completed}, err
+		}, nil
+	}
+	first := make(chan error, 1)
+	go func() { _, err := d.RecordOutcome(ctx, o.Iss, o.Hop, work); first <- err }()
+	<-entered
+	second := make(chan error, 1)
+	go func() { _, err := d.RecordOutcome(ctx, o.Iss, o.Hop, work); second <- err }()
+	// The second call is waiting: it does not end while the first runs.
+	select {
+	case err := <-second:
+		t.Fatalf("the second call ended (%v) while the first call's work ran", err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	close(release)
+	if err := <-first; err != nil {
+		t.Fatalf("first call: %v", err)
+	}
+	if err := <-second; !errors.Is(err, store.ErrConflict) {
+		t.Fatalf("second call: %v; want store.ErrConflict (the outcome is recorded)", err)
+	}
+	if n := runs.Load(); n != 1 || count(t, s.DB()) != 1 {
+		t.Fatalf("work ran %d times, %d effects; want once", n, count(t, s.DB()))
+	}
+	// A caller that gives up waiting gets its context's error.
+	b2, o2 := w.offer("")
+	if a, err := d.Receive(ctx, b2, "ctx", true); err != nil || !a.Take {
+		t.Fatal(a, err)
+	}
+	hold, held := make(chan struct{}), make(chan struct{})
+	go d.RecordOutcome(ctx, o2.Iss, o2.Hop, func(context.Context) (delegate.Effect, error) {
+		close(held)
+		<-hold
+		return nil, errors.New("gave up")
+	})
+	<-held
+	cctx, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
+	defer cancel()
+	if _, err := d.RecordOutcome(cctx, o2.Iss, o2.Hop, work); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("a waiting call whose context ended: %v; want its deadline", err)
+	}
+	close(hold)
 }

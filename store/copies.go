@@ -55,6 +55,26 @@ func (m *Memory) CopyStatus(_ context.Context, iss, hop string, d handoff.Digest
 	return cloneCopy(c), nil
 }
 
+// HopOf implements Store. The memory store reads every record: it has no
+// index by digest, and a cancel that names only its offer is rare.
+func (m *Memory) HopOf(_ context.Context, iss string, d handoff.Digest) (string, error) {
+	if err := m.lock(); err != nil {
+		return "", err
+	}
+	defer m.mu.Unlock()
+	for k, r := range m.hops {
+		if k[0] == iss && r.Digest.Equal(d) {
+			return k[1], nil
+		}
+	}
+	for k, cs := range m.copies {
+		if _, ok := cs[copyKey(d)]; ok && k[0] == iss {
+			return k[1], nil
+		}
+	}
+	return "", ErrNotFound
+}
+
 // PutCopy implements Store.
 func (m *Memory) PutCopy(_ context.Context, c *Copy, prev []byte) (bool, error) {
 	if err := m.lock(); err != nil {

@@ -214,6 +214,12 @@ type Store interface {
 	// Resolve closes a flag with the operator's resolution.
 	Resolve(ctx context.Context, id int64, resolution string, now time.Time) error
 
+	// HopOf returns the hop of iss whose recorded offer, or a
+	// same-content copy of it recorded for the hop (CopyStatus), has the
+	// handoff digest d, or ErrNotFound: the hop of a cancel that names
+	// only its offer (D9: a status names its offer by digest), arriving
+	// on a replica that did not take the hop, or after a restart.
+	HopOf(ctx context.Context, iss string, d handoff.Digest) (string, error)
 	// CopyStatus returns the status signed for a same-content copy (D5)
 	// of the hop's offer whose own handoff digest is d, or ErrNotFound.
 	CopyStatus(ctx context.Context, iss, hop string, d handoff.Digest) (*Copy, error)

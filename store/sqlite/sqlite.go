@@ -120,7 +120,14 @@ CREATE INDEX issued_due ON issued (resolved, next_ask)`,
   FOREIGN KEY (iss, hop) REFERENCES hops (iss, hop) ON DELETE CASCADE
 );
 ALTER TABLE flags ADD COLUMN dedupe TEXT NOT NULL DEFAULT '';
-CREATE UNIQUE INDEX flags_open_dedupe ON flags (kind, iss, hop, dedupe) WHERE resolved = 0 AND dedupe <> ''`},
+CREATE UNIQUE INDEX flags_open_dedupe ON flags (kind, iss, hop, dedupe) WHERE resolved = 0 AND dedupe <> ''`,
+		// The hop of an offer by its digest (store.Store.HopOf), for a
+		// cancel that names only its offer on a replica that did not take
+		// the hop or after a restart. One more index entry per claim (the
+		// digest alone: a SHA-256 output, shorter than (iss, digest) and
+		// as selective); copies are few.
+		`CREATE INDEX hops_digest ON hops (digest);
+CREATE INDEX copies_digest ON copies (digest)`},
 }
 
 // DSN returns the driver's data source name for a database file: WAL,

@@ -25,6 +25,37 @@ var copyTests = []struct {
 	{"D5ConcurrentPutCopyOneWinner", testConcurrentPutCopy},
 	{"RaiseKeyedOncePerOpenFlag", testRaiseKeyed},
 	{"ConcurrentRaiseKeyedOneFlag", testConcurrentRaiseKeyed},
+	{"D9HopOfByOfferOrCopyDigest", testHopOf},
+}
+
+// HopOf finds a hop of the given iss by its recorded offer's digest or by
+// a copy's recorded for it (D9: a cancel names its offer by digest), and
+// nothing for another iss, an unknown digest, or a swept hop.
+func testHopOf(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	r := put(t, s, "by-digest", store.Accepted)
+	put(t, s, "other-hop", store.Accepted)
+	c := copyOf("by-digest", 1, r.Status, "accepted")
+	mustPutCopy(t, s, c, nil, true)
+	for _, tc := range []struct {
+		name, iss string
+		d         handoff.Digest
+		want      string // "": ErrNotFound
+	}{
+		{"the offer's digest", Iss, r.Digest, "by-digest"},
+		{"a copy's digest", Iss, c.Digest, "by-digest"},
+		{"another iss", Iss + "/other", r.Digest, ""},
+		{"an unknown digest", Iss, handoff.DigestOf([]byte("never claimed")), ""},
+		{"another algorithm", Iss, handoff.Digest{Alg: "sha-384", Val: r.Digest.Val}, ""},
+	} {
+		got, err := s.HopOf(ctx, tc.iss, tc.d)
+		switch {
+		case tc.want == "" && !errors.Is(err, store.ErrNotFound):
+			t.Errorf("%s: HopOf = %q, %v; want ErrNotFound", tc.name, got, err)
+		case tc.want != "" && (err != nil || got != tc.want):
+			t.Errorf("%s: HopOf = %q, %v; want %q", tc.name, got, err, tc.want)
+		}
+	}
 }
 
 // copyOf returns the status of copy n of hop, signed from basis.

@@ -14,7 +14,7 @@ import (
 // copyQ are the statements of the copies' statuses (store.Copy, SPEC D5)
 // and of keyed flags.
 type copyQ struct {
-	get, hopStatus, count, insert, update, openFlag string
+	get, hopStatus, count, insert, update, openFlag, hopOf string
 }
 
 func copyQueries(d Dialect) copyQ {
@@ -32,7 +32,26 @@ func copyQueries(d Dialect) copyQ {
 		update: b(`UPDATE copies SET basis = ?, status = ?, status_form = ?
 			WHERE iss = ? AND hop = ? AND digest_alg = ? AND digest = ? AND basis = ?`),
 		openFlag: b(`SELECT id FROM flags WHERE kind = ? AND iss = ? AND hop = ? AND dedupe = ? AND resolved = 0`),
+		// By the digest indexes (the migration after the copies).
+		hopOf: b(`SELECT hop FROM hops WHERE digest = ? AND digest_alg = ? AND iss = ?
+			UNION ALL SELECT hop FROM copies WHERE digest = ? AND digest_alg = ? AND iss = ? LIMIT 1`),
 	}
+}
+
+// HopOf implements store.Store.
+func (s *DB) HopOf(ctx context.Context, iss string, d handoff.Digest) (string, error) {
+	if err := s.open(); err != nil {
+		return "", err
+	}
+	var hop string
+	err := s.db.QueryRowContext(ctx, s.cq.hopOf, d.Val, d.Alg, iss, d.Val, d.Alg, iss).Scan(&hop)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", store.ErrNotFound
+	}
+	if err != nil {
+		return "", fmt.Errorf("store: the hop of offer %s: %w", d, err)
+	}
+	return hop, nil
 }
 
 // CopyStatus implements store.Store.
