@@ -334,7 +334,7 @@ func TestUnauthenticatedRetransmissionRevealsNothing(t *testing.T) {
 			t.Fatal(err)
 		}
 		if _, has := res.Meta[mcphandoff.Key]; has {
-			t.Fatalf("hop %s: the unauthenticated retransmission got a status", hop)
+			t.Fatalf("hop %s: the unauthenticated retransmission got a status: %q %v", hop, textOf(res), res.Meta[mcphandoff.Key])
 		}
 		return res.IsError, strings.ReplaceAll(textOf(res), hop, "HOP")
 	}
@@ -344,14 +344,20 @@ func TestUnauthenticatedRetransmissionRevealsNothing(t *testing.T) {
 	}
 	var answers = map[string]seen{}
 
+	// Each run's start is taken off e.entered, so that startBlocking below
+	// waits for the running hop's own start (its claim recorded), not for
+	// an earlier run's: else the stranger's delivery could be the running
+	// hop's first, rejected at step 5 with a status of its own.
 	hc, _ := e.offer(e.dl, tester, "completed")
 	if _, err := e.hc.Call(ctx, e.cs, call("ok"), hc); err != nil {
 		t.Fatal(err)
 	}
+	wait(t, e.entered, "the completed hop's run")
 	hf, _ := e.offer(e.dl, tester, "failed")
 	if _, err := e.hc.Call(ctx, e.cs, call("fail"), hf); err != nil {
 		t.Fatal(err)
 	}
+	wait(t, e.entered, "the failed hop's run")
 	// A rejection recorded at step 5 (the dialog is not the session's).
 	hr, _, err := e.dl.Offer(ctx, delegator.Offer{Aud: tester, Dialog: "another dialog", Work: "rejected"})
 	if err != nil {

@@ -87,6 +87,10 @@ type envOptions struct {
 	stop func(iss, hop string)
 	// server, if set, changes the ServerConfig.
 	server func(*mcphandoff.ServerConfig)
+	// unwired builds the Server with NewServer around a delegate whose
+	// Config.Stop is only stop: the delegate's stops do not reach the
+	// Server (what New arranges does not hold).
+	unwired bool
 }
 
 func newEnvWith(t *testing.T, form handoff.Form, enc handoff.Encoding, opt envOptions) *env {
@@ -116,9 +120,17 @@ func newEnvWith(t *testing.T, form handoff.Form, enc handoff.Encoding, opt envOp
 	if opt.server != nil {
 		opt.server(&sc)
 	}
-	// New chains the delegate's Config.Stop to the Server's Stop.
-	e.srv, err = mcphandoff.New(ctx, delegate.Config{Options: handoff.Options{Me: tester, Keys: e.keys, RequireFullChain: opt.requireFullChain},
-		Store: st, Signer: e.signers[tester], StatusForm: form, Stop: opt.stop}, sc)
+	dc := delegate.Config{Options: handoff.Options{Me: tester, Keys: e.keys, RequireFullChain: opt.requireFullChain},
+		Store: st, Signer: e.signers[tester], StatusForm: form, Stop: opt.stop}
+	if opt.unwired {
+		if sc.Delegate, err = delegate.New(ctx, dc); err != nil {
+			t.Fatal(err)
+		}
+		e.srv, err = mcphandoff.NewServer(sc)
+	} else {
+		// New chains the delegate's Config.Stop to the Server's Stop.
+		e.srv, err = mcphandoff.New(ctx, dc, sc)
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -363,7 +375,14 @@ func (e *env) startBlocking(t *testing.T, hc *mcphandoff.Client, cs *mcp.ClientS
 		r, err := hc.Call(context.Background(), cs, call("block"), h)
 		done <- callResult{r, err}
 	}()
-	wait(t, e.entered, "the tool to start")
+	// Earlier runs whose start nobody took may be queued ahead: wait for
+	// this hop's own.
+	o, _, err := handoff.UnsafeDecode(h.Offer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for wait(t, e.entered, "the tool to start") != o.Hop {
+	}
 	return done, release
 }
 

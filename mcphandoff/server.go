@@ -62,10 +62,15 @@ type ServerConfig struct {
 	// abandoned: the tool does not run again for it, a retry is answered
 	// from the record, and the hop stays "accepted" and is flagged
 	// unknown outcome (what the earlier rounds did is not known here).
-	// Defaults DefaultAwaitTTL and DefaultMaxAwaiting; negative values
-	// are errors.
-	AwaitTTL    time.Duration
-	MaxAwaiting int
+	// MaxAwaitingPerIssuer bounds how many of those one issuer (the
+	// offers' iss) may hold, its own oldest dropped first, so that one
+	// trusted delegator's flood of abandoned calls cannot push out
+	// another's. Defaults DefaultAwaitTTL, DefaultMaxAwaiting and
+	// DefaultMaxAwaitingPerIssuer; negative values are errors, and a
+	// per-issuer bound above MaxAwaiting is MaxAwaiting.
+	AwaitTTL             time.Duration
+	MaxAwaiting          int
+	MaxAwaitingPerIssuer int
 	// Report receives errors that no reply can carry: recording a
 	// finished work's outcome failed, a notifications/cancelled whose
 	// signed status did not verify or named no known hop. Nil drops them.
@@ -87,7 +92,10 @@ type Server struct {
 	awaiting map[hopKey]*pending
 	// rorderAwait: awaiting's keys, oldest first, for MaxAwaiting.
 	rorderAwait []hopKey
-	rorder      []hopKey
+	// awaitTimer drops the calls past AwaitTTL when no new call comes to
+	// do it; nil while none is awaiting.
+	awaitTimer *time.Timer
+	rorder     []hopKey
 	// stops: hops whose work was stopped (Stop) while not running here,
 	// when; stopOrder is their insertion order, for the bound.
 	stops     map[hopKey]time.Time
@@ -125,10 +133,11 @@ type pending struct {
 // maxOffers bounds the digest -> hop index used to route cancels.
 const maxOffers = 1 << 16
 
-// Defaults of ServerConfig.AwaitTTL and MaxAwaiting.
+// Defaults of ServerConfig.AwaitTTL, MaxAwaiting and MaxAwaitingPerIssuer.
 const (
-	DefaultAwaitTTL    = 10 * time.Minute
-	DefaultMaxAwaiting = 1024
+	DefaultAwaitTTL             = 10 * time.Minute
+	DefaultMaxAwaiting          = 1024
+	DefaultMaxAwaitingPerIssuer = 128
 )
 
 // maxStops and stopTTL bound the memory of stops (Stop) that came for work
@@ -148,7 +157,8 @@ const (
 // way than this middleware's own calls (a duplicate delivery of the offer
 // that applies a held cancel, another carrier sharing the delegate).
 // Without it, such work is still not begun when its hop was marked before
-// it starts, but work already running goes on.
+// it starts (the middleware reads the record just before it begins the
+// work), but work already running goes on.
 func NewServer(cfg ServerConfig) (*Server, error) {
 	if cfg.Delegate == nil {
 		return nil, errors.New("mcphandoff: ServerConfig.Delegate is required")
@@ -165,6 +175,8 @@ func newServer(cfg ServerConfig) (*Server, error) {
 		return nil, errors.New("mcphandoff: ServerConfig.AwaitTTL must not be negative")
 	case cfg.MaxAwaiting < 0:
 		return nil, errors.New("mcphandoff: ServerConfig.MaxAwaiting must not be negative")
+	case cfg.MaxAwaitingPerIssuer < 0:
+		return nil, errors.New("mcphandoff: ServerConfig.MaxAwaitingPerIssuer must not be negative")
 	}
 	if cfg.AwaitTTL == 0 {
 		cfg.AwaitTTL = DefaultAwaitTTL
@@ -172,6 +184,10 @@ func newServer(cfg ServerConfig) (*Server, error) {
 	if cfg.MaxAwaiting == 0 {
 		cfg.MaxAwaiting = DefaultMaxAwaiting
 	}
+	if cfg.MaxAwaitingPerIssuer == 0 {
+		cfg.MaxAwaitingPerIssuer = DefaultMaxAwaitingPerIssuer
+	}
+	cfg.MaxAwaitingPerIssuer = min(cfg.MaxAwaitingPerIssuer, cfg.MaxAwaiting)
 	s := &Server{cfg: cfg, running: map[hopKey]*work{}, offers: map[string]hopKey{}, results: map[hopKey]*result{},
 		awaiting: map[hopKey]*pending{}, stops: map[hopKey]time.Time{}}
 	s.idle = sync.NewCond(&s.mu)
@@ -443,6 +459,26 @@ func (s *Server) run(ctx context.Context, next mcp.MethodHandler, method string,
 	delete(s.stops, k)
 	s.mu.Unlock()
 	bg := context.WithoutCancel(ctx)
+	if !stopped {
+		// A cancel or an equivocating offer may have marked the hop
+		// since the delegate took it, on a path that reaches no Stop of
+		// this Server (another replica sharing the store; a delegate
+		// from NewServer whose Config.Stop is not wired here). The
+		// record is read after the work is registered, so a mark made
+		// after this read finds it running and stops it. A record that
+		// cannot be read is not begun (fail safe: the work is not known
+		// to be still wanted).
+		rec, err := s.cfg.Delegate.Record(bg, hop.Iss, hop.ID)
+		switch {
+		case err != nil:
+			stopped = true
+			if s.cfg.Report != nil {
+				s.cfg.Report(fmt.Errorf("mcphandoff: rereading hop %s of %s before its work: %w", hop.ID, hop.Iss, err))
+			}
+		case rec.Canceled || rec.Equivocated:
+			stopped = true
+		}
+	}
 	if stopped {
 		reply, rerr := s.notBegun(bg, hop, later)
 		if rerr != nil && s.cfg.Report != nil {
@@ -669,10 +705,19 @@ func (s *Server) cancelled(ctx context.Context, p *mcp.CancelledParams) error {
 	if !known {
 		k = hopKey{st.Iss, ""}
 	}
-	if _, err := s.cfg.Delegate.Cancel(context.WithoutCancel(ctx), el, k.iss, k.hop); err != nil {
+	rec, err := s.cfg.Delegate.Cancel(context.WithoutCancel(ctx), el, k.iss, k.hop)
+	if err != nil {
 		return fmt.Errorf("mcphandoff: cancel for offer %s: %w", st.Offer, err)
 	}
-	s.stop(k)
+	if k.hop == "" && rec != nil {
+		k = hopKey{rec.Iss, rec.Hop} // the delegate placed it
+	}
+	if k.hop != "" {
+		// Stop, not stop: work taken but not yet registered (between the
+		// delegate's claim and run) is remembered and never begun, even
+		// when the delegate's Config.Stop does not reach this Server.
+		s.Stop(k.iss, k.hop)
+	}
 	s.mu.Lock()
 	waiting := s.awaiting[k]
 	delete(s.awaiting, k)
@@ -710,10 +755,56 @@ func (s *Server) await(ctx context.Context, k hopKey, p *pending) {
 		s.rorderAwait = s.rorderAwait[1:]
 		dropped = append(dropped, old)
 	}
+	// The issuer's own quota: beyond it, its own oldest call goes, never
+	// another issuer's. The scan is linear in the calls kept (at most
+	// MaxAwaiting), like the removal above.
+	mine, oldest := 0, -1
+	for i, x := range s.rorderAwait {
+		if x.iss == k.iss {
+			if mine++; oldest < 0 {
+				oldest = i
+			}
+		}
+	}
+	if mine >= s.cfg.MaxAwaitingPerIssuer {
+		old := s.rorderAwait[oldest]
+		delete(s.awaiting, old)
+		s.rorderAwait = slices.Delete(s.rorderAwait, oldest, oldest+1)
+		dropped = append(dropped, old)
+	}
 	s.awaiting[k] = p
 	s.rorderAwait = append(s.rorderAwait, k)
+	if s.awaitTimer == nil {
+		s.awaitTimer = time.AfterFunc(time.Until(s.awaiting[s.rorderAwait[0]].until)+time.Millisecond, s.expireAwaiting)
+	}
 	s.mu.Unlock()
 	s.abandoned(ctx, dropped)
+}
+
+// expireAwaiting drops (and flags) the calls kept past AwaitTTL, and runs
+// again at the next one's end: an abandoned call is not kept, nor left
+// unflagged, for want of other traffic. The calls are kept oldest first,
+// each for AwaitTTL, so the first is the next to end.
+func (s *Server) expireAwaiting() {
+	now := time.Now()
+	var dropped []hopKey
+	s.mu.Lock()
+	for len(s.rorderAwait) > 0 {
+		old := s.rorderAwait[0]
+		if p := s.awaiting[old]; p != nil && !now.After(p.until) {
+			break
+		}
+		delete(s.awaiting, old)
+		s.rorderAwait = s.rorderAwait[1:]
+		dropped = append(dropped, old)
+	}
+	if len(s.rorderAwait) > 0 {
+		s.awaitTimer.Reset(time.Until(s.awaiting[s.rorderAwait[0]].until) + time.Millisecond)
+	} else {
+		s.awaitTimer = nil
+	}
+	s.mu.Unlock()
+	s.abandoned(context.Background(), dropped)
 }
 
 // abandoned flags the hops of multi-round-trip calls dropped between

@@ -3,13 +3,14 @@ package mcphandoff
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math"
 	"net/http"
 	"strconv"
 
-	"github.com/quantumlearningmachines/handoff/internal/wire"
+	"github.com/go-json-experiment/json/jsontext"
 )
 
 // MaxStrictBody bounds the POST body StrictHandler reads to check it. A
@@ -25,7 +26,8 @@ const CodeNotStrict = -32700
 // StrictHandler wraps an MCP HTTP handler (mcp.NewStreamableHTTPHandler) so
 // that a POST body carrying Key is strict JSON before the SDK sees it: no
 // duplicate member names at any level, valid UTF-8 (no lone surrogates in
-// escapes either), nesting at most 128, and no number beyond float64 range
+// escapes either), nesting at most 10,000 (as encoding/json, which the
+// SDK decodes with), and no number beyond float64 range
 // (the SDK decodes _meta into float64 and would fail the whole request). A
 // body that breaks any of these is answered with a JSON-RPC error
 // (CodeNotStrict) whose message names the check, and the SDK never sees it:
@@ -100,77 +102,65 @@ func StrictHandler(h http.Handler) http.Handler {
 	})
 }
 
-// strictCheck returns why b is not strict JSON, "" when it is.
+// strictCheck returns why b is not strict JSON, "" when it is. It reads
+// b as a stream of tokens (jsontext: unique member names in every object,
+// valid UTF-8 with no escaped lone surrogate, nesting at most 10,000 as
+// encoding/json) and builds nothing: a body of up to MaxStrictBody costs
+// one pass and the decoder's own stack, whatever it holds.
 func strictCheck(b []byte) string {
-	v, err := wire.DecodeJSON(b)
-	if err != nil {
-		return err.Error()
-	}
-	return numbersInRange(v, 0)
-}
-
-// numbersInRange finds a number literal beyond float64 range (1e400): the
-// strict parser keeps it as written, the SDK cannot decode it.
-func numbersInRange(v any, depth int) string {
-	switch x := v.(type) {
-	case map[string]any:
-		for k, m := range x {
-			if why := numbersInRange(m, depth+1); why != "" {
-				return fmt.Sprintf("in member %q: %s", k, why)
+	d := jsontext.NewDecoder(bytes.NewReader(b), jsontext.AllowDuplicateNames(false), jsontext.AllowInvalidUTF8(false))
+	values := 0
+	for {
+		tok, err := d.ReadToken()
+		if err == io.EOF {
+			if values == 0 {
+				return "no JSON value"
+			}
+			return ""
+		}
+		if err != nil {
+			return err.Error()
+		}
+		if values > 0 {
+			return "text after the JSON value"
+		}
+		if tok.Kind() == '0' {
+			// The strict parser keeps a number as written; the SDK
+			// decodes _meta into float64 and would fail the request.
+			if f, err := strconv.ParseFloat(tok.String(), 64); err != nil && !errors.Is(err, strconv.ErrRange) || math.IsInf(f, 0) {
+				return fmt.Sprintf("number %s at %s is beyond float64 range", tok.String(), d.StackPointer())
 			}
 		}
-	case []any:
-		for _, m := range x {
-			if why := numbersInRange(m, depth+1); why != "" {
-				return why
-			}
-		}
-	case wire.Number:
-		if f, err := strconv.ParseFloat(string(x), 64); err != nil || math.IsInf(f, 0) {
-			return fmt.Sprintf("number %s is beyond float64 range", x)
+		if d.StackDepth() == 0 {
+			values++
 		}
 	}
-	return ""
 }
 
-// leniently reads b (valid JSON) as the SDK would (encoding/json, last
-// duplicate wins) and reports the JSON-RPC id and whether any object in it
-// has a member named Key, or b holds Key's octets.
+// leniently reads b (valid JSON) as the SDK would (last duplicate wins,
+// invalid UTF-8 replaced) and reports the JSON-RPC id and whether any
+// object in it has a member named Key, or b holds Key's octets. It reads
+// tokens and builds no tree of b.
 func leniently(b []byte) (json.RawMessage, bool) {
+	var msg struct {
+		ID json.RawMessage `json:"id"`
+	}
+	_ = json.Unmarshal(b, &msg)
 	if bytes.Contains(b, []byte(Key)) {
-		var msg struct {
-			ID json.RawMessage `json:"id"`
-		}
-		_ = json.Unmarshal(b, &msg)
 		return msg.ID, true
 	}
-	var v any
-	if json.Unmarshal(b, &v) != nil {
-		return nil, false
-	}
-	var id json.RawMessage
-	if m, ok := v.(map[string]any); ok && m["id"] != nil {
-		id, _ = json.Marshal(m["id"])
-	}
-	return id, hasKey(v)
-}
-
-func hasKey(v any) bool {
-	switch x := v.(type) {
-	case map[string]any:
-		for k, m := range x {
-			if k == Key || hasKey(m) {
-				return true
-			}
+	d := jsontext.NewDecoder(bytes.NewReader(b), jsontext.AllowDuplicateNames(true), jsontext.AllowInvalidUTF8(true))
+	for {
+		tok, err := d.ReadToken()
+		if err != nil {
+			return msg.ID, false
 		}
-	case []any:
-		for _, m := range x {
-			if hasKey(m) {
-				return true
-			}
+		if tok.Kind() == '"' && tok.String() == Key {
+			// A member name or a string value: either way the body
+			// names the key, and in doubt it is refused (fail safe).
+			return msg.ID, true
 		}
 	}
-	return false
 }
 
 // refuse answers a JSON-RPC error. With the request's id it is a JSON-RPC

@@ -31,7 +31,7 @@ func TestStrictHandoffJSON(t *testing.T) {
 		{"duplicate offer, the real one last", `{"offer":"junk.junk.junk","offer":"` + offer + `"}`, `duplicate object member name "offer"`, true},
 		{"nested duplicate in an unknown member", `{"offer":"` + offer + `","x":{"a":1,"a":2}}`, `duplicate object member name "a"`, true},
 		// strict JSON: valid UTF-8, also after unescaping.
-		{"lone surrogate in an unknown member", `{"offer":"` + offer + `","x":"\ud800"}`, "lone surrogate", true},
+		{"lone surrogate in an unknown member", `{"offer":"` + offer + `","x":"\ud800"}`, "surrogate", true},
 		// The SDK cannot decode it into float64; refused with a clear
 		// reason instead of a bare SDK error.
 		{"number beyond float64 in an unknown member", `{"offer":"` + offer + `","x":1e400}`, "beyond float64 range", false},
