@@ -46,7 +46,7 @@ Examples:
     $ handoff offer --key planner.jwk --iss https://planner.example \
           --aud https://coder.example --dialog ctx-1 --from h1.json > h2.json
     $ handoff verify --trust trust.json --me https://coder.example h2.json
-    {"file":"h2.json","result":"accepted","offer":"...","chain":"full"}
+    {"file":"h2.json","result":"accepted","offer":"...","chain":"full","refs":[]}
     $ handoff status --key coder.jwk --from h2.json --state accepted > s.jws
     $ handoff verify-status --trust trust.json --from h2.json s.jws
     $ handoff inspect --trust trust.json h2.json

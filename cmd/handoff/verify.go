@@ -223,8 +223,12 @@ func cmdVerify(e env, args []string) error {
 		if err := writeLine(e, line); err != nil {
 			return err
 		}
-		if res.Err != nil {
+		switch {
+		case res.Err != nil:
 			fmt.Fprintf(e.stderr, "handoff: %s: %s\n", safeText(f), safeText(res.Err.Error()))
+		case res.Outcome == handoff.Retransmission:
+			// Not accepted, and no check failed: say why it is not new.
+			fmt.Fprintf(e.stderr, "handoff: %s: a retransmission: the state file already remembers this offer's (iss, hop) with the same signed content (D5)\n", safeText(f))
 		}
 	}
 	if !allAccepted {
