@@ -327,13 +327,27 @@ func (d *Delegate) afterClaim(ctx context.Context, a *Answer, offer handoff.Elem
 			return a, nil
 		}
 	}
+	r := a.Record
 	if took, err := d.takeHeld(ctx, k); err == nil && !took {
-		return a, nil // Cancel took it, and applies it
+		// Cancel took it out, here or on another replica, and applies it:
+		// it marks the hop before it takes the held cancel out, so the
+		// record read now shows the mark. A hop this call just took must
+		// then not begin its work, as if this call had applied it.
+		if !a.Take {
+			return a, nil
+		}
+		now, err := d.cfg.Store.Get(ctx, r.Iss, r.Hop)
+		if err != nil || !now.Canceled || !now.Digest.Equal(dg) {
+			// Not readable: the mark, if made, is there for the host's
+			// own read before the work (the carriers make one).
+			return a, nil
+		}
+		r = now
+		r.Canceled = false // applied below as this call's own
 	}
 	// Taken out here, or the take failed and who took it is not known:
 	// the cancel verified against this offer, so it is applied either way
 	// (applied twice, the second finds the hop canceled or terminal).
-	r := a.Record
 	switch {
 	case r.Canceled:
 		return a, nil // recorded with the cancel (this claim's rejection, or one before it)
@@ -987,11 +1001,15 @@ func (d *Delegate) Cancel(ctx context.Context, status handoff.Element, iss, hop 
 			}
 			return nil, store.HopError(fmt.Errorf("delegate: the cancel is held; reading the hop again: %w", err), iss, hop)
 		}
-		// Taken out here, or by Receive, which applied it or dropped it
-		// as not verifying against the offer: a record already canceled
-		// is left as it is; otherwise the checks below tell.
-		d.takeHeld(ctx, k) // a take that fails leaves it to be swept: only a new offer looks for it
+		// Taken out below, once the hop is marked (so that a Receive
+		// that finds it taken out reads the mark), or by Receive, which
+		// applied it or dropped it as not verifying against the offer: a
+		// record already canceled is left as it is; otherwise the checks
+		// below tell.
 		if r.Canceled {
+			if r.Iss == k.iss {
+				d.takeHeld(ctx, k) // a take that fails leaves it to be swept: only a new offer looks for it
+			}
 			return r, nil
 		}
 	} else if err != nil {
@@ -1036,8 +1054,15 @@ func (d *Delegate) Cancel(ctx context.Context, status handoff.Element, iss, hop 
 	if vs.Status.State != handoff.StateCanceled {
 		return nil, store.HopError(fmt.Errorf("delegate: the status is %q, not canceled", vs.Status.State), iss, hop)
 	}
-	d.takeHeld(ctx, heldRef{vs.Status.Iss, vs.Status.Offer}) // a copy held earlier is applied here
-	return d.canceled(ctx, r)
+	r, err = d.canceled(ctx, r)
+	if err != nil {
+		return nil, err
+	}
+	// Taken out after the mark: a Receive of the offer that finds it
+	// already taken out reads the mark (afterClaim). One held earlier, or
+	// for a copy, is applied here.
+	d.takeHeld(ctx, heldRef{vs.Status.Iss, vs.Status.Offer})
+	return r, nil
 }
 
 // canceled notes a verified cancel on the hop recorded as r and asks its

@@ -56,7 +56,11 @@ type Effect func(tx *sql.Tx) (Outcome, error)
 // too, for the operator. The short transaction does not end with ctx: a
 // deadline passing once the slow part is done does not drop its result.
 // A second call for a hop whose RecordOutcome runs in this process waits
-// for it, then finds the outcome recorded and runs nothing.
+// for it: if the first recorded an outcome, the second finds it
+// (store.ErrConflict) and runs nothing; if the first's work failed
+// (nothing recorded), the second runs the work. work must not call
+// RecordOutcome for its own hop: that call would wait for itself until
+// its context ends.
 //
 // It returns the status to send.
 func (d *Delegate) RecordOutcome(ctx context.Context, iss, hop string, work func(ctx context.Context) (Effect, error)) (*handoff.Element, error) {
