@@ -125,9 +125,11 @@ CREATE UNIQUE INDEX flags_open_dedupe ON flags (kind, iss, hop, dedupe) WHERE re
 		// cancel that names only its offer on a replica that did not take
 		// the hop or after a restart. One more index entry per claim (the
 		// digest alone: a SHA-256 output, shorter than (iss, digest) and
-		// as selective); copies are few.
+		// as selective). The copies' index covers the lookup, so that a
+		// planner without statistics (SQLite never analyzes here) prefers
+		// it to the primary key's, which would scan all of one iss's copies.
 		`CREATE INDEX hops_digest ON hops (digest);
-CREATE INDEX copies_digest ON copies (digest)`},
+CREATE INDEX copies_digest ON copies (digest, digest_alg, iss, hop)`},
 }
 
 // DSN returns the driver's data source name for a database file: WAL,
