@@ -5,10 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"io"
 	"math"
 	"net/http"
 	"strconv"
+	"strings"
 
 	"github.com/go-json-experiment/json/jsontext"
 )
@@ -26,8 +28,8 @@ const CodeNotStrict = -32700
 // StrictHandler wraps an MCP HTTP handler (mcp.NewStreamableHTTPHandler) so
 // that a POST body carrying Key is strict JSON before the SDK sees it: no
 // duplicate member names at any level, valid UTF-8 (no lone surrogates in
-// escapes either), nesting at most 10,000 (as encoding/json, which the
-// SDK decodes with), and no number beyond float64 range
+// escapes either), nesting at most 10,000 (jsontext's bound; the SDK's
+// own decoder refuses more than 1,000), and no number beyond float64 range
 // (the SDK decodes _meta into float64 and would fail the whole request). A
 // body that breaks any of these is answered with a JSON-RPC error
 // (CodeNotStrict) whose message names the check, and the SDK never sees it:
@@ -103,12 +105,22 @@ func StrictHandler(h http.Handler) http.Handler {
 }
 
 // strictCheck returns why b is not strict JSON, "" when it is. It reads
-// b as a stream of tokens (jsontext: unique member names in every object,
-// valid UTF-8 with no escaped lone surrogate, nesting at most 10,000 as
-// encoding/json) and builds nothing: a body of up to MaxStrictBody costs
-// one pass and the decoder's own stack, whatever it holds.
+// b as a stream of tokens (jsontext: valid UTF-8 with no escaped lone
+// surrogate, nesting at most 10,000) and builds no tree of it. Duplicate
+// member names are found here, not by jsontext, which would keep every
+// name of an object: each object keeps one 64-bit keyed hash per member
+// name (hash/maphash, seeded per process, so no sender can choose names
+// that collide), about 10 B per member where a member takes 4 octets at
+// least. A body up to MaxStrictBody thus costs a few octets of memory per
+// octet, whatever it holds (TestStrictCheckBounded).
 func strictCheck(b []byte) string {
-	d := jsontext.NewDecoder(bytes.NewReader(b), jsontext.AllowDuplicateNames(false), jsontext.AllowInvalidUTF8(false))
+	d := jsontext.NewDecoder(bytes.NewReader(b), jsontext.AllowDuplicateNames(true), jsontext.AllowInvalidUTF8(false))
+	type level struct {
+		object   bool
+		wantName bool                // the next token in this object is a member name
+		names    map[uint64]struct{} // the object's member names, hashed
+	}
+	var stack []level
 	values := 0
 	for {
 		tok, err := d.ReadToken()
@@ -124,17 +136,59 @@ func strictCheck(b []byte) string {
 		if values > 0 {
 			return "text after the JSON value"
 		}
-		if tok.Kind() == '0' {
+		k := tok.Kind()
+		if n := len(stack); n > 0 && stack[n-1].object && stack[n-1].wantName && k == '"' {
+			top := &stack[n-1]
+			name := tok.String()
+			h := maphash.String(strictSeed, name)
+			if _, dup := top.names[h]; dup {
+				return fmt.Sprintf("duplicate object member name %s at %s", quoteShort(name), d.StackPointer())
+			}
+			if top.names == nil {
+				top.names = map[uint64]struct{}{}
+			}
+			top.names[h] = struct{}{}
+			top.wantName = false
+			continue
+		}
+		switch k {
+		case '{':
+			stack = append(stack, level{object: true, wantName: true})
+			continue
+		case '[':
+			stack = append(stack, level{})
+			continue
+		case '}', ']':
+			stack = stack[:len(stack)-1]
+		case '0':
 			// The strict parser keeps a number as written; the SDK
 			// decodes _meta into float64 and would fail the request.
 			if f, err := strconv.ParseFloat(tok.String(), 64); err != nil && !errors.Is(err, strconv.ErrRange) || math.IsInf(f, 0) {
-				return fmt.Sprintf("number %s at %s is beyond float64 range", tok.String(), d.StackPointer())
+				return fmt.Sprintf("number %s at %s is beyond float64 range", quoteShort(tok.String()), d.StackPointer())
 			}
 		}
-		if d.StackDepth() == 0 {
+		// A value ended (a scalar, or the container just closed).
+		if n := len(stack); n == 0 {
 			values++
+		} else if stack[n-1].object {
+			stack[n-1].wantName = true
 		}
 	}
+}
+
+// maxWhy bounds the reason a refusal sends back.
+const maxWhy = 1024
+
+// strictSeed keys strictCheck's hashes of member names.
+var strictSeed = maphash.MakeSeed()
+
+// quoteShort quotes s for an error message, cut to 64 bytes: the message
+// goes back to the sender, and a name or number may be megabytes long.
+func quoteShort(s string) string {
+	if len(s) > 64 {
+		return strconv.Quote(s[:64]) + fmt.Sprintf("... (%d bytes)", len(s))
+	}
+	return strconv.Quote(s)
 }
 
 // leniently reads b (valid JSON) as the SDK would (last duplicate wins,
@@ -167,6 +221,10 @@ func leniently(b []byte) (json.RawMessage, bool) {
 // response (HTTP 200), which the SDK's client delivers to the call; without
 // one (a notification, a batch, an unreadable id) HTTP 400.
 func refuse(w http.ResponseWriter, id json.RawMessage, why string) {
+	if len(why) > maxWhy {
+		// A decoder's error may quote the offending text at length.
+		why = strings.ToValidUTF8(why[:maxWhy], "") + "..."
+	}
 	status := http.StatusOK
 	if len(id) == 0 || bytes.Equal(id, []byte("null")) {
 		id, status = json.RawMessage("null"), http.StatusBadRequest
