@@ -33,6 +33,29 @@ func openSQLiteStore(t *testing.T, w *world) *sqlite.Store {
 	return s
 }
 
+// takenOnSQLite is a delegate on a fresh SQLite store (openSQLiteStore)
+// that has just taken one offer's hop.
+func takenOnSQLite(t *testing.T) (*world, *sqlite.Store, *delegate.Delegate, []byte, *handoff.Offer) {
+	t.Helper()
+	w := newWorld(t)
+	s := openSQLiteStore(t, w)
+	d := w.delegate(s, nil)
+	b, o := w.offer("")
+	if a, err := d.Receive(context.Background(), b, "ctx", true); err != nil || !a.Take {
+		t.Fatal(a, err)
+	}
+	return w, s, d, b, o
+}
+
+// completes is the quick part of work that records hop's effect (a row
+// of the effects table) and declares it completed.
+func completes(hop string) delegate.Effect {
+	return func(tx *sql.Tx) (delegate.Outcome, error) {
+		_, err := tx.Exec(`INSERT INTO effects (hop) VALUES (?)`, hop)
+		return delegate.Outcome{State: store.Completed}, err
+	}
+}
+
 // "Knowing the Outcome", Lifecycle (canceled) and "Forks, Concurrency, and
 // Equivocation": a hop canceled, or equivocated, while RecordOutcome's
 // work runs (outside any transaction) never gets the work's effect: the
@@ -125,10 +148,7 @@ func TestRecordOutcomeOutlivesTheCallersDeadline(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	st, err := d.RecordOutcome(ctx, o.Iss, o.Hop, func(context.Context) (delegate.Effect, error) {
 		cancel() // the deadline passes as the slow part finishes
-		return func(tx *sql.Tx) (delegate.Outcome, error) {
-			_, err := tx.Exec(`INSERT INTO effects (hop) VALUES (?)`, o.Hop)
-			return delegate.Outcome{State: store.Completed}, err
-		}, nil
+		return completes(o.Hop), nil
 	})
 	if err != nil || st == nil {
 		t.Fatalf("RecordOutcome: %v", err)
@@ -145,18 +165,9 @@ func TestRecordOutcomeOutlivesTheCallersDeadline(t *testing.T) {
 // error of the work itself is the caller's to handle and raises nothing.
 func TestRecordOutcomeStoreFailureIsFlagged(t *testing.T) {
 	ctx := context.Background()
-	w := newWorld(t)
-	s := openSQLiteStore(t, w)
-	d := w.delegate(s, nil)
-	b, o := w.offer("")
-	if a, err := d.Receive(ctx, b, "ctx", true); err != nil || !a.Take {
-		t.Fatal(a, err)
-	}
+	_, s, d, _, o := takenOnSQLite(t)
 	effect := func(context.Context) (delegate.Effect, error) {
-		return func(tx *sql.Tx) (delegate.Outcome, error) {
-			_, err := tx.Exec(`INSERT INTO effects (hop) VALUES (?)`, o.Hop)
-			return delegate.Outcome{State: store.Completed}, err
-		}, nil
+		return completes(o.Hop), nil
 	}
 	// The work's own error: no flag.
 	if _, err := d.RecordOutcome(ctx, o.Iss, o.Hop, func(context.Context) (delegate.Effect, error) {
@@ -190,13 +201,7 @@ func TestRecordOutcomeStoreFailureIsFlagged(t *testing.T) {
 // anything; the effect is applied once.
 func TestRecordOutcomeTwiceRunsOnce(t *testing.T) {
 	ctx := context.Background()
-	w := newWorld(t)
-	s := openSQLiteStore(t, w)
-	d := w.delegate(s, nil)
-	b, o := w.offer("")
-	if a, err := d.Receive(ctx, b, "ctx", true); err != nil || !a.Take {
-		t.Fatal(a, err)
-	}
+	w, s, d, _, o := takenOnSQLite(t)
 	var runs atomic.Int32
 	entered, release := make(chan struct{}), make(chan struct{})
 	work := func(context.Context) (delegate.Effect, error) {
@@ -204,10 +209,7 @@ func TestRecordOutcomeTwiceRunsOnce(t *testing.T) {
 			close(entered)
 			<-release
 		}
-		return func(tx *sql.Tx) (delegate.Outcome, error) {
-			_, err := tx.Exec(`INSERT INTO effects (hop) VALUES (?)`, o.Hop)
-			return delegate.Outcome{State: store.Completed}, err
-		}, nil
+		return completes(o.Hop), nil
 	}
 	first := make(chan error, 1)
 	go func() { _, err := d.RecordOutcome(ctx, o.Iss, o.Hop, work); first <- err }()

@@ -13,11 +13,10 @@ import (
 	"github.com/quantumlearningmachines/handoff/trust"
 )
 
-// The memory of stops for work not running here (decision 55) is
-// bounded: at most maxStops entries, the oldest forgotten first, and an
-// entry older than stopTTL is forgotten when the next stop is noted. A
-// stop noted again for the same hop counts once.
-func TestStopMemoryBounded(t *testing.T) {
+// testServer is a Server made by New around a delegate with a memory
+// store and no trusted keys: for the bounds, which need no traffic.
+func testServer(t *testing.T, cfg ServerConfig) *Server {
+	t.Helper()
 	k, err := trust.GenerateKey()
 	if err != nil {
 		t.Fatal(err)
@@ -27,10 +26,19 @@ func TestStopMemoryBounded(t *testing.T) {
 		t.Fatal(err)
 	}
 	s, err := New(context.Background(), delegate.Config{Options: handoff.Options{Me: "https://tester.example", Keys: trust.New()},
-		Store: store.NewMemory(time.Now()), Signer: sg}, ServerConfig{})
+		Store: store.NewMemory(time.Now()), Signer: sg}, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return s
+}
+
+// The memory of stops for work not running here (decision 55) is
+// bounded: at most maxStops entries, the oldest forgotten first, and an
+// entry older than stopTTL is forgotten when the next stop is noted. A
+// stop noted again for the same hop counts once.
+func TestStopMemoryBounded(t *testing.T) {
+	s := testServer(t, ServerConfig{})
 	for i := range maxStops + 10 {
 		s.Stop("https://planner.example", fmt.Sprint("hop-", i))
 	}
@@ -62,20 +70,8 @@ func TestStopMemoryBounded(t *testing.T) {
 // drops only its own oldest, never another issuer's, and all of them
 // together stay within MaxAwaiting.
 func TestAwaitingPerIssuer(t *testing.T) {
-	k, err := trust.GenerateKey()
-	if err != nil {
-		t.Fatal(err)
-	}
-	sg, err := handoff.NewSigner(k)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var reports int
-	s, err := New(context.Background(), delegate.Config{Options: handoff.Options{Me: "https://tester.example", Keys: trust.New()},
-		Store: store.NewMemory(time.Now()), Signer: sg}, ServerConfig{MaxAwaiting: 16, MaxAwaitingPerIssuer: 2, Report: func(error) { reports++ }})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := testServer(t, ServerConfig{MaxAwaiting: 16, MaxAwaitingPerIssuer: 2, Report: func(error) { reports++ }})
 	ctx := context.Background()
 	keep := func(iss, hop string) {
 		s.await(ctx, hopKey{iss, hop}, &pending{hop: &Hop{Iss: iss, ID: hop}, until: time.Now().Add(time.Hour)})
@@ -136,21 +132,9 @@ func TestAwaitingPerIssuer(t *testing.T) {
 // (ServerConfig.AwaitTTL: "kept at most"); the timer stops when none is
 // left and starts again with the next.
 func TestAwaitingExpiresWithoutTraffic(t *testing.T) {
-	k, err := trust.GenerateKey()
-	if err != nil {
-		t.Fatal(err)
-	}
-	sg, err := handoff.NewSigner(k)
-	if err != nil {
-		t.Fatal(err)
-	}
 	reports := make(chan error, 8)
 	const ttl = 50 * time.Millisecond
-	s, err := New(context.Background(), delegate.Config{Options: handoff.Options{Me: "https://tester.example", Keys: trust.New()},
-		Store: store.NewMemory(time.Now()), Signer: sg}, ServerConfig{AwaitTTL: ttl, Report: func(err error) { reports <- err }})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := testServer(t, ServerConfig{AwaitTTL: ttl, Report: func(err error) { reports <- err }})
 	for round := range 2 {
 		s.await(context.Background(), hopKey{"https://planner.example", fmt.Sprint("h-", round)},
 			&pending{hop: &Hop{Iss: "https://planner.example", ID: fmt.Sprint("h-", round)}, until: time.Now().Add(ttl)})
