@@ -19,7 +19,7 @@ import (
 )
 
 // The vectors under testdata/vectors are written by
-// go run ./internal/vectorgen -out testdata/vectors; see the README there.
+// go run ./cmd/vectorgen -out testdata/vectors; see the README there.
 
 const vecDir = "testdata/vectors"
 

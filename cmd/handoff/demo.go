@@ -10,10 +10,10 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/quantumlearningmachines/handoff/internal/demo"
+	"github.com/quantumlearningmachines/handoff/cmd/handoff/internal/demo"
 )
 
-// cmdDemo runs the four-agent demo (package internal/demo): exit 0 when
+// cmdDemo runs the four-agent demo (package cmd/handoff/internal/demo): exit 0 when
 // every scenario gave its expected verdict, 1 otherwise, 2 when the agents
 // could not be started.
 func cmdDemo(e env, args []string) error {

@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/quantumlearningmachines/handoff/internal/demo"
+	"github.com/quantumlearningmachines/handoff/cmd/handoff/internal/demo"
 )
 
 // `handoff demo --keep` runs the scenarios, then keeps the agents running

@@ -113,7 +113,7 @@ func TestConformance(t *testing.T) {
 
 func TestOutcome(t *testing.T) {
 	adminDSN(t)
-	storetest.RunOutcome(t, fresh)
+	storetest.RunOutcome(t, func(t *testing.T) store.SQLStore { return fresh(t) })
 }
 
 func TestTracker(t *testing.T) {

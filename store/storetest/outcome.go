@@ -12,7 +12,6 @@ import (
 
 	"github.com/quantumlearningmachines/handoff"
 	"github.com/quantumlearningmachines/handoff/store"
-	"github.com/quantumlearningmachines/handoff/store/internal/sqlhop"
 )
 
 // --- RecordOutcome -----------------------------------------------------------
@@ -23,10 +22,10 @@ import (
 // so intake goes on while it runs. open must return a fresh, empty store on
 // each call, closed when t ends. The checks create a table "effects"
 // through DB().
-func RunOutcome(t *testing.T, open func(t *testing.T) *sqlhop.DB) {
+func RunOutcome(t *testing.T, open func(t *testing.T) store.SQLStore) {
 	tests := []struct {
 		name string
-		fn   func(t *testing.T, s *sqlhop.DB)
+		fn   func(t *testing.T, s store.SQLStore)
 	}{
 		{"OutcomeCommitsWithEffect", testOutcomeCommits},
 		{"OutcomeWorkErrorRecordsNothing", testOutcomeWorkError},
@@ -62,7 +61,7 @@ func effect(tx *sql.Tx, hop, note string) error {
 	return err
 }
 
-func effects(t *testing.T, s *sqlhop.DB, hop string) int {
+func effects(t *testing.T, s store.SQLStore, hop string) int {
 	t.Helper()
 	var n int
 	if err := s.DB().QueryRowContext(t.Context(), `SELECT COUNT(*) FROM effects WHERE hop = '`+hop+`'`).Scan(&n); err != nil {
@@ -95,7 +94,7 @@ func outcomeWork(hop, note string, st store.State, calls *int, seen **store.Reco
 // effect and the terminal record (status, Decided) are there. The work sees
 // the record as it stands. Both Accepted and Received hops (completed
 // without accepted first) may get an outcome.
-func testOutcomeCommits(t *testing.T, s *sqlhop.DB) {
+func testOutcomeCommits(t *testing.T, s store.SQLStore) {
 	ctx := t.Context()
 	for i, c := range []struct {
 		from, to store.State
@@ -124,7 +123,7 @@ var errWork = errors.New("storetest: the work failed")
 
 // If the work returns an error, RecordOutcome returns it; no effect runs
 // and no outcome is recorded; the hop can still get one.
-func testOutcomeWorkError(t *testing.T, s *sqlhop.DB) {
+func testOutcomeWorkError(t *testing.T, s store.SQLStore) {
 	ctx := t.Context()
 	want := put(t, s, "boom", store.Accepted)
 	ran := false
@@ -153,7 +152,7 @@ func testOutcomeWorkError(t *testing.T, s *sqlhop.DB) {
 
 // If the Effect returns an error after writing, RecordOutcome returns it,
 // and neither its writes nor an outcome are kept.
-func testOutcomeEffectError(t *testing.T, s *sqlhop.DB) {
+func testOutcomeEffectError(t *testing.T, s store.SQLStore) {
 	ctx := t.Context()
 	want := put(t, s, "boom", store.Accepted)
 	err := s.RecordOutcome(ctx, Iss, "boom", at(Base.Add(time.Minute)), func(context.Context, *store.Record) (store.Effect, error) {
@@ -175,7 +174,7 @@ func testOutcomeEffectError(t *testing.T, s *sqlhop.DB) {
 
 // Work that returns no Effect (and no error) records nothing and is an
 // error naming the hop.
-func testOutcomeNilEffect(t *testing.T, s *sqlhop.DB) {
+func testOutcomeNilEffect(t *testing.T, s store.SQLStore) {
 	want := put(t, s, "nil", store.Accepted)
 	err := s.RecordOutcome(t.Context(), Iss, "nil", at(Base), func(context.Context, *store.Record) (store.Effect, error) { return nil, nil })
 	if err == nil || !containsAll(err.Error(), "nil") {
@@ -195,7 +194,7 @@ func containsAll(s string, subs ...string) bool {
 
 // An outcome is completed or failed: an Effect that returns any other
 // state makes RecordOutcome fail, with nothing of it kept.
-func testOutcomeNotTerminal(t *testing.T, s *sqlhop.DB) {
+func testOutcomeNotTerminal(t *testing.T, s store.SQLStore) {
 	ctx := t.Context()
 	for _, st := range []store.State{store.Accepted, store.Received, store.Rejected, "", "canceled"} {
 		hop := "not-terminal-" + string(st)
@@ -212,7 +211,7 @@ func testOutcomeNotTerminal(t *testing.T, s *sqlhop.DB) {
 
 // On a hop that is already terminal RecordOutcome is ErrConflict and the
 // work does not run.
-func testOutcomeTerminal(t *testing.T, s *sqlhop.DB) {
+func testOutcomeTerminal(t *testing.T, s store.SQLStore) {
 	ctx := t.Context()
 	for _, st := range []store.State{store.Rejected, store.Completed, store.Failed} {
 		hop := "terminal-" + string(st)
@@ -234,7 +233,7 @@ func testOutcomeTerminal(t *testing.T, s *sqlhop.DB) {
 
 // On a hop with no record RecordOutcome is ErrNotFound and the work does
 // not run.
-func testOutcomeMissing(t *testing.T, s *sqlhop.DB) {
+func testOutcomeMissing(t *testing.T, s store.SQLStore) {
 	var calls int
 	err := s.RecordOutcome(t.Context(), Iss, "absent", at(Base), outcomeWork("absent", "x", store.Completed, &calls, nil))
 	if !errors.Is(err, store.ErrNotFound) {
@@ -252,7 +251,7 @@ func testOutcomeMissing(t *testing.T, s *sqlhop.DB) {
 // Concurrent RecordOutcome calls on one hop: exactly one succeeds; the
 // others are ErrConflict and their effects never apply; there is exactly
 // one effect and the record is the winner's outcome.
-func testOutcomeConcurrent(t *testing.T, s *sqlhop.DB) {
+func testOutcomeConcurrent(t *testing.T, s store.SQLStore) {
 	ctx := t.Context()
 	const n = 4
 	for round := range 4 {
@@ -311,7 +310,7 @@ func testOutcomeConcurrent(t *testing.T, s *sqlhop.DB) {
 // While the Effect runs, the hop is locked against other writers: a plain
 // Transition of the same hop that starts during it waits and then fails
 // with ErrConflict, so the record never disagrees with the effect.
-func testOutcomeExcludesTransition(t *testing.T, s *sqlhop.DB) {
+func testOutcomeExcludesTransition(t *testing.T, s store.SQLStore) {
 	ctx := t.Context()
 	want := put(t, s, "locked", store.Accepted)
 	inEffect := make(chan struct{})
@@ -351,7 +350,7 @@ func testOutcomeExcludesTransition(t *testing.T, s *sqlhop.DB) {
 // transition of its own hop, complete. The hop having become terminal,
 // the Effect never runs and RecordOutcome is ErrConflict: nothing of the
 // work takes effect, and the record stays the other writer's.
-func testOutcomeWorkHoldsNoLock(t *testing.T, s *sqlhop.DB) {
+func testOutcomeWorkHoldsNoLock(t *testing.T, s store.SQLStore) {
 	ctx := t.Context()
 	put(t, s, "slow", store.Accepted)
 	put(t, s, "other", store.Accepted)
@@ -407,7 +406,7 @@ func testOutcomeWorkHoldsNoLock(t *testing.T, s *sqlhop.DB) {
 // The Effect is given the record as it stands in the short transaction:
 // a cancel or an equivocation marked while the work ran is visible to it
 // (and it decides what that means), while the work saw the record before.
-func testOutcomeEffectSeesRecord(t *testing.T, s *sqlhop.DB) {
+func testOutcomeEffectSeesRecord(t *testing.T, s store.SQLStore) {
 	ctx := t.Context()
 	put(t, s, "marked", store.Accepted)
 	var before, inTx *store.Record

@@ -60,6 +60,8 @@ func (s *DB) RecordOutcome(ctx context.Context, iss, hop string, now func() time
 	return s.applyOutcome(actx, iss, hop, now, effect)
 }
 
+var _ store.SQLStore = (*DB)(nil)
+
 // OutcomeBound bounds RecordOutcome's short transaction, busy retries
 // included: three times SQLite's busy timeout.
 const OutcomeBound = 30 * time.Second
