@@ -128,7 +128,7 @@ func New(ctx context.Context, cfg Config) (*Delegate, error) {
 // setSince builds the receiver for the store's Since.
 func (d *Delegate) setSince(since time.Time) error {
 	o := d.cfg.Options
-	o.Memory = lookupOnly{d.cfg.Store}
+	o.Memory = lookupOnly{s: d.cfg.Store, refs: o.CheckRefs != nil}
 	o.Since = since
 	r, err := handoff.NewReceiver(o)
 	if err != nil {
@@ -155,9 +155,24 @@ func (d *Delegate) refreshSince(ctx context.Context) error {
 }
 
 // lookupOnly is the receiver's view of the store: Lookup reads the record;
-// Remember defers, because the Delegate claims the hop once, with its
-// decision and the status it sends, in one atomic insert (see Receive).
-type lookupOnly struct{ s store.Store }
+// Remember does not write, because the Delegate claims the hop once, with
+// its decision and the status it sends, in one atomic insert (see
+// Receive), which also settles a race between two deliveries.
+//
+// Remember reads the record, so that a recorded hop stops at step 4 as
+// the draft orders (a retransmission is not processed again), when the
+// steps after it cost more than the read: the Handoff carries a chain
+// (step 6 verifies each element) or references are checked (step 7 may
+// fetch them). Otherwise steps 5-7 are a few comparisons, and the claim
+// finds the record as a read would, for one write and no read (decision
+// 69).
+type lookupOnly struct {
+	s    store.Store
+	refs bool // step 7 runs a reference check
+}
+
+// costlyLater marks a Receive whose Handoff carries a chain.
+type costlyLater struct{}
 
 func (l lookupOnly) Lookup(ctx context.Context, iss, hop string) (handoff.Seen, bool, error) {
 	r, err := l.s.Get(ctx, iss, hop)
@@ -171,7 +186,14 @@ func (l lookupOnly) Lookup(ctx context.Context, iss, hop string) (handoff.Seen, 
 	return seen, err == nil, err
 }
 
-func (l lookupOnly) Remember(_ context.Context, _, _ string, _ handoff.Element, seen handoff.Seen, _ time.Time) (handoff.Seen, bool, error) {
+func (l lookupOnly) Remember(ctx context.Context, iss, hop string, _ handoff.Element, seen handoff.Seen, _ time.Time) (handoff.Seen, bool, error) {
+	if !l.refs && ctx.Value(costlyLater{}) == nil {
+		return seen, true, nil
+	}
+	first, ok, err := l.Lookup(ctx, iss, hop)
+	if err != nil || ok {
+		return first, false, err
+	}
 	return seen, true, nil
 }
 
@@ -207,7 +229,11 @@ func (d *Delegate) Receive(ctx context.Context, b []byte, dialog string, authent
 // so that a carrier decodes a request's Handoff once
 // (handoff.Receiver.ReceiveParsed).
 func (d *Delegate) ReceiveParsed(ctx context.Context, h *handoff.Handoff, parseErr error, dialog string, authenticated bool) (*Answer, error) {
-	res, err := d.recv.Load().ReceiveParsed(ctx, h, parseErr, dialog)
+	rctx := ctx
+	if h != nil && len(h.Chain) > 0 {
+		rctx = context.WithValue(ctx, costlyLater{}, true) // see lookupOnly
+	}
+	res, err := d.recv.Load().ReceiveParsed(rctx, h, parseErr, dialog)
 	if res == nil {
 		return nil, err
 	}

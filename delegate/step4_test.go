@@ -1,0 +1,92 @@
+package delegate_test
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+
+	"github.com/quantumlearningmachines/handoff"
+	"github.com/quantumlearningmachines/handoff/delegate"
+	"github.com/quantumlearningmachines/handoff/trust"
+)
+
+// countingKeys counts the key look-ups of signature checks: one for the
+// offer, one more for each chain element verified.
+type countingKeys struct {
+	handoff.KeySource
+	n atomic.Int32
+}
+
+func (c *countingKeys) Keys(iss, kid string) []trust.Key {
+	c.n.Add(1)
+	return c.KeySource.Keys(iss, kid)
+}
+
+// Draft "Receiving an Offer", step 4, and "Freshness and Replay": a
+// retransmission is not processed again. The same offer delivered three
+// times to one delegate, and once more to a second one sharing the store
+// (a replica, or the same records after a restart), runs step 7 (a
+// reference check that counts its calls) and step 6 (the chain's
+// signatures, counted by key look-ups) once: every later delivery stops
+// at step 4 on the hop's record (decision 69).
+func TestRecordedHopStopsAtStep4(t *testing.T) {
+	for _, k := range d5Stores {
+		t.Run(k.name, func(t *testing.T) {
+			ctx := context.Background()
+			w := newWorld(t)
+			w.addAgent("assistant")
+			s, again := k.open(t, w)
+			var refChecks atomic.Int32
+			keys := &countingKeys{KeySource: w.keys}
+			cfg := func(c *delegate.Config) {
+				c.Options.Keys = keys
+				c.Options.CheckRefs = func(_ context.Context, o *handoff.Offer) ([]handoff.RefOutcome, error) {
+					refChecks.Add(1)
+					return make([]handoff.RefOutcome, len(o.Refs)), nil
+				}
+			}
+			d := w.delegate(s, cfg)
+
+			// assistant -> planner -> coder: the Handoff carries the
+			// assistant's offer as its chain.
+			n := w.clock().Unix()
+			first, err := w.signers["assistant"].SignOffer(&handoff.Offer{Hop: handoff.NewHop(), Dialog: "ctx",
+				Iss: "assistant", Aud: "planner", Iat: n, Exp: n + 120}, handoff.FormJWS)
+			if err != nil {
+				t.Fatal(err)
+			}
+			prev := first.Digest()
+			next, err := w.signers["planner"].SignOffer(&handoff.Offer{Hop: handoff.NewHop(), Dialog: "ctx",
+				Iss: "planner", Aud: "coder", Iat: n, Exp: n + 120, Prev: &prev}, handoff.FormJWS)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, err := (&handoff.Handoff{Offer: first}).PassOn(next).Encode(handoff.JSON)
+			if err != nil {
+				t.Fatal(err)
+			}
+
+			for i, want := range []handoff.Outcome{handoff.Accepted, handoff.Retransmission, handoff.Retransmission} {
+				a, err := d.Receive(ctx, b, "ctx", true)
+				if err != nil || a.Outcome != want {
+					t.Fatalf("delivery %d: %+v, %v; want %s", i+1, a, err, want)
+				}
+			}
+			if got := refChecks.Load(); got != 1 {
+				t.Errorf("step 7 ran %d times for three deliveries of one offer; want once", got)
+			}
+			if got := keys.n.Load(); got != 4 { // 2 for the first delivery, 1 (the offer only) for each other
+				t.Errorf("%d key look-ups for three deliveries; want 4 (the chain verified once)", got)
+			}
+
+			replica := w.delegate(again(), cfg)
+			a, err := replica.Receive(ctx, b, "ctx", true)
+			if err != nil || a.Outcome != handoff.Retransmission || a.Status == nil {
+				t.Fatalf("the replica's delivery: %+v, %v; want a retransmission with its status", a, err)
+			}
+			if got := refChecks.Load(); got != 1 {
+				t.Errorf("step 7 ran %d times after a replica's delivery; want once", got)
+			}
+		})
+	}
+}
