@@ -43,7 +43,7 @@ func classify(a *Answer, r *store.Record, offer handoff.Element) error {
 			return err
 		}
 		if this.Content, err = handoff.SignedContent(offer); err != nil {
-			return store.HopError(fmt.Errorf("delegate: the offer received: %w", err), r.Iss, r.Hop)
+			return store.AtHop(fmt.Errorf("delegate: the offer received: %w", err), r.Iss, r.Hop)
 		}
 	}
 	res.Classify(first, this)
@@ -120,13 +120,13 @@ func (d *Delegate) resign(r *store.Record, dg handoff.Digest) (*handoff.Element,
 		err = errors.New("it is not a status")
 	}
 	if err != nil {
-		return nil, store.HopError(fmt.Errorf("delegate: the recorded status cannot be read: %w", err), r.Iss, r.Hop)
+		return nil, store.AtHop(fmt.Errorf("delegate: the recorded status cannot be read: %w", err), r.Iss, r.Hop)
 	}
 	c := *st
 	c.Offer, c.Iat = dg, d.now().Unix()
 	out, err := d.cfg.Signer.SignStatus(&c, r.StatusForm)
 	if err != nil {
-		return nil, store.HopError(fmt.Errorf("delegate: signing the status for a copy of the offer: %w", err), r.Iss, r.Hop)
+		return nil, store.AtHop(fmt.Errorf("delegate: signing the status for a copy of the offer: %w", err), r.Iss, r.Hop)
 	}
 	return &out, nil
 }
@@ -136,7 +136,7 @@ func (d *Delegate) raiseFlag(ctx context.Context, f store.Flag) (int64, error) {
 	f.Created = d.now()
 	id, err := d.cfg.Store.Raise(ctx, f)
 	if err != nil {
-		return 0, store.HopError(fmt.Errorf("delegate: raising a %s flag: %w", f.Kind, err), f.Iss, f.Hop)
+		return 0, store.AtHop(fmt.Errorf("delegate: raising a %s flag: %w", f.Kind, err), f.Iss, f.Hop)
 	}
 	return id, nil
 }

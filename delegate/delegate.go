@@ -602,7 +602,7 @@ func (d *Delegate) skew() time.Duration { return handoff.EffectiveSkew(d.cfg.Opt
 func (d *Delegate) raise(ctx context.Context, kind, iss, hop, detail string) (int64, error) {
 	id, err := d.cfg.Store.Raise(ctx, store.Flag{Kind: kind, Iss: iss, Hop: hop, Detail: detail, Created: d.now()})
 	if err != nil {
-		return 0, store.HopError(fmt.Errorf("delegate: raising a %s flag: %w", kind, err), iss, hop)
+		return 0, store.AtHop(fmt.Errorf("delegate: raising a %s flag: %w", kind, err), iss, hop)
 	}
 	return id, nil
 }
@@ -681,7 +681,7 @@ func (d *Delegate) decide(ctx context.Context, iss, hop string, to store.State, 
 		return nil, err
 	}
 	if r.State != store.Received {
-		return nil, store.HopError(fmt.Errorf("%w: the hop is already %s", store.ErrConflict, r.State), iss, hop)
+		return nil, store.AtHop(fmt.Errorf("%w: the hop is already %s", store.ErrConflict, r.State), iss, hop)
 	}
 	var target store.State
 	var rsn handoff.Reason
@@ -742,7 +742,7 @@ func notTaken(r *store.Record, what, iss, hop string) error {
 	if r.Canceled {
 		errs = append(errs, ErrCanceled)
 	}
-	return store.HopError(fmt.Errorf("%w: %s; do not do the work", errors.Join(errs...), what), iss, hop)
+	return store.AtHop(fmt.Errorf("%w: %s; do not do the work", errors.Join(errs...), what), iss, hop)
 }
 
 // recordedOffer decodes the offer a hop's record holds.
@@ -752,7 +752,7 @@ func recordedOffer(r *store.Record) (*handoff.Offer, error) {
 		err = errors.New("it is not an offer")
 	}
 	if err != nil {
-		return nil, store.HopError(fmt.Errorf("delegate: the recorded offer cannot be read: %w", err), r.Iss, r.Hop)
+		return nil, store.AtHop(fmt.Errorf("delegate: the recorded offer cannot be read: %w", err), r.Iss, r.Hop)
 	}
 	return o, nil
 }
@@ -859,7 +859,7 @@ func (d *Delegate) status(r *store.Record, out Outcome) (*handoff.Element, error
 // call Unknown instead. It returns the status to send.
 func (d *Delegate) Finish(ctx context.Context, iss, hop string, out Outcome) (*handoff.Element, error) {
 	if err := out.check(); err != nil {
-		return nil, store.HopError(err, iss, hop)
+		return nil, store.AtHop(err, iss, hop)
 	}
 	r, err := d.cfg.Store.Get(ctx, iss, hop)
 	if err != nil {
@@ -886,7 +886,7 @@ func (d *Delegate) Unknown(ctx context.Context, iss, hop, why string) error {
 		return err
 	}
 	if r.State != store.Accepted {
-		return store.HopError(fmt.Errorf("%w: an unknown outcome is for an accepted hop; the hop is %s", store.ErrConflict, r.State), iss, hop)
+		return store.AtHop(fmt.Errorf("%w: an unknown outcome is for an accepted hop; the hop is %s", store.ErrConflict, r.State), iss, hop)
 	}
 	_, err = d.raise(ctx, store.FlagUnknownOutcome, iss, hop, why)
 	return err
@@ -1025,7 +1025,7 @@ func (d *Delegate) Cancel(ctx context.Context, status handoff.Element, iss, hop 
 			if d.cfg.Stop != nil {
 				d.cfg.Stop(iss, hop)
 			}
-			return nil, store.HopError(fmt.Errorf("delegate: the cancel is held; reading the hop again: %w", err), iss, hop)
+			return nil, store.AtHop(fmt.Errorf("delegate: the cancel is held; reading the hop again: %w", err), iss, hop)
 		}
 		// Taken out below, once the hop is marked (so that a Receive
 		// that finds it taken out reads the mark), or by Receive, which
@@ -1060,7 +1060,7 @@ func (d *Delegate) Cancel(ctx context.Context, status handoff.Element, iss, hop 
 	vs, err := handoff.VerifyStatus(status, handoff.Element{Form: r.OfferForm, Octets: r.Offer},
 		handoff.StatusOptions{Keys: d.cfg.Options.Keys, Now: d.now, Skew: d.cfg.Options.Skew, SameOffer: sameOffer})
 	if err != nil && copyErr != nil {
-		return nil, store.HopError(fmt.Errorf("delegate: reading the copies of the hop's offer to check the cancel: %w", copyErr), iss, r.Hop)
+		return nil, store.AtHop(fmt.Errorf("delegate: reading the copies of the hop's offer to check the cancel: %w", copyErr), iss, r.Hop)
 	}
 	if ce := (*handoff.CheckError)(nil); err != nil && errors.As(err, &ce) && ce.Member == "offer" && !named.Equal(r.Digest) {
 		// The cancel names an offer this hop was not recorded with, nor
@@ -1069,16 +1069,16 @@ func (d *Delegate) Cancel(ctx context.Context, status handoff.Element, iss, hop 
 		// that overtook its offer: should those octets arrive, as a
 		// retransmission of this hop (seen) or as a new offer, it applies.
 		if _, herr := d.hold(ctx, status); herr != nil {
-			return nil, store.HopError(fmt.Errorf("delegate: the cancel does not verify against the hop's offer: %w; it is not held: %w", err, herr), iss, hop)
+			return nil, store.AtHop(fmt.Errorf("delegate: the cancel does not verify against the hop's offer: %w; it is not held: %w", err, herr), iss, hop)
 		}
-		return nil, store.HopError(fmt.Errorf("delegate: the cancel names offer %s, not the offer (or a copy of it) recorded for the hop: %w; "+
+		return nil, store.AtHop(fmt.Errorf("delegate: the cancel names offer %s, not the offer (or a copy of it) recorded for the hop: %w; "+
 			"it is held until an offer with that digest arrives: %w", named, err, store.ErrNotFound), iss, hop)
 	}
 	if err != nil {
-		return nil, store.HopError(fmt.Errorf("delegate: the cancel does not verify against the hop's offer: %w", err), iss, hop)
+		return nil, store.AtHop(fmt.Errorf("delegate: the cancel does not verify against the hop's offer: %w", err), iss, hop)
 	}
 	if vs.Status.State != handoff.StateCanceled {
-		return nil, store.HopError(fmt.Errorf("delegate: the status is %q, not canceled", vs.Status.State), iss, hop)
+		return nil, store.AtHop(fmt.Errorf("delegate: the status is %q, not canceled", vs.Status.State), iss, hop)
 	}
 	r, err = d.canceled(ctx, r)
 	if err != nil {

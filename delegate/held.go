@@ -122,7 +122,7 @@ func (d *Delegate) heldLookFailed(ctx context.Context, a *Answer, err error) (*A
 	detail := fmt.Sprintf("the hop was recorded accepted, but looking for a cancel held for its offer failed (%v), so its work "+
 		"was not handed out and never began: settle it with Finish (failed, NoEffect) or Release", err)
 	ferr := d.raiseDetached(ctx, store.FlagUnknownOutcome, r.Iss, r.Hop, detail)
-	return nil, errors.Join(store.HopError(fmt.Errorf("delegate: %s", detail), r.Iss, r.Hop), ferr)
+	return nil, errors.Join(store.AtHop(fmt.Errorf("delegate: %s", detail), r.Iss, r.Hop), ferr)
 }
 
 // heldForCopy applies a cancel held for the digest of offer, a

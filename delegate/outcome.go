@@ -88,7 +88,7 @@ func (d *Delegate) RecordOutcome(ctx context.Context, iss, hop string, work func
 			}
 			if apply == nil {
 				workErr = true
-				return nil, store.HopError(errors.New("delegate: the work returned no effect to record"), iss, hop)
+				return nil, store.AtHop(errors.New("delegate: the work returned no effect to record"), iss, hop)
 			}
 		}
 		return func(tx *sql.Tx, r *store.Record) (store.Outcome, error) {
@@ -111,7 +111,7 @@ func (d *Delegate) RecordOutcome(ctx context.Context, iss, hop string, work func
 				}
 				if err := out.check(); err != nil {
 					workErr = true
-					return store.Outcome{}, store.HopError(err, iss, hop)
+					return store.Outcome{}, store.AtHop(err, iss, hop)
 				}
 			}
 			if st, err = d.status(r, out); err != nil {
@@ -142,7 +142,7 @@ func (d *Delegate) RecordOutcome(ctx context.Context, iss, hop string, work func
 		if stopped.Canceled {
 			errs = append(errs, ErrCanceled)
 		}
-		return st, store.HopError(fmt.Errorf("%w: the hop was recorded failed; the work's effect was not applied",
+		return st, store.AtHop(fmt.Errorf("%w: the hop was recorded failed; the work's effect was not applied",
 			errors.Join(errs...)), iss, hop)
 	}
 	return st, nil
@@ -175,7 +175,7 @@ func (d *Delegate) working1(ctx context.Context, iss, hop string) (release func(
 		select {
 		case <-busy:
 		case <-ctx.Done():
-			return nil, store.HopError(fmt.Errorf("delegate: waiting for the hop's other RecordOutcome to end: %w", context.Cause(ctx)), iss, hop)
+			return nil, store.AtHop(fmt.Errorf("delegate: waiting for the hop's other RecordOutcome to end: %w", context.Cause(ctx)), iss, hop)
 		}
 	}
 }

@@ -50,7 +50,7 @@ func (m *Memory) CopyStatus(_ context.Context, iss, hop string, d handoff.Digest
 	defer m.mu.Unlock()
 	c, ok := m.copies[[2]string{iss, hop}][copyKey(d)]
 	if !ok {
-		return nil, HopError(ErrNotFound, iss, hop)
+		return nil, AtHop(ErrNotFound, iss, hop)
 	}
 	return cloneCopy(c), nil
 }

@@ -97,7 +97,7 @@ func (m *Memory) Get(_ context.Context, iss, hop string) (*Record, error) {
 	defer m.mu.Unlock()
 	r, ok := m.hops[[2]string{iss, hop}]
 	if !ok {
-		return nil, HopError(ErrNotFound, iss, hop)
+		return nil, AtHop(ErrNotFound, iss, hop)
 	}
 	return clone(r), nil
 }
@@ -140,7 +140,7 @@ func (m *Memory) TransitionIf(_ context.Context, iss, hop string, from, to State
 // transition moves the hop; equivocated, if set, is the mark it must have.
 func (m *Memory) transition(iss, hop string, from, to State, equivocated *bool, status []byte, form handoff.Form, now time.Time) error {
 	if !CanMove(from, to) {
-		return HopError(fmt.Errorf("%w: the lifecycle does not allow %s -> %s", ErrConflict, from, to), iss, hop)
+		return AtHop(fmt.Errorf("%w: the lifecycle does not allow %s -> %s", ErrConflict, from, to), iss, hop)
 	}
 	if err := m.lock(); err != nil {
 		return err
@@ -148,13 +148,13 @@ func (m *Memory) transition(iss, hop string, from, to State, equivocated *bool, 
 	defer m.mu.Unlock()
 	r, ok := m.hops[[2]string{iss, hop}]
 	if !ok {
-		return HopError(ErrNotFound, iss, hop)
+		return AtHop(ErrNotFound, iss, hop)
 	}
 	if r.State != from {
-		return HopError(fmt.Errorf("%w: hop is %s, not %s", ErrConflict, r.State, from), iss, hop)
+		return AtHop(fmt.Errorf("%w: hop is %s, not %s", ErrConflict, r.State, from), iss, hop)
 	}
 	if equivocated != nil && r.Equivocated != *equivocated {
-		return HopError(fmt.Errorf("%w: hop's equivocated mark is %v, not %v", ErrConflict, r.Equivocated, *equivocated), iss, hop)
+		return AtHop(fmt.Errorf("%w: hop's equivocated mark is %v, not %v", ErrConflict, r.Equivocated, *equivocated), iss, hop)
 	}
 	r.State = to
 	switch {
@@ -177,10 +177,10 @@ func (m *Memory) Release(_ context.Context, iss, hop string, now time.Time) erro
 	defer m.mu.Unlock()
 	r, ok := m.hops[[2]string{iss, hop}]
 	if !ok {
-		return HopError(ErrNotFound, iss, hop)
+		return AtHop(ErrNotFound, iss, hop)
 	}
 	if r.State != Accepted || !r.Released.IsZero() {
-		return HopError(fmt.Errorf("%w: only an accepted hop not yet released can be released; hop is %s (released %v)", ErrConflict, r.State, !r.Released.IsZero()), iss, hop)
+		return AtHop(fmt.Errorf("%w: only an accepted hop not yet released can be released; hop is %s (released %v)", ErrConflict, r.State, !r.Released.IsZero()), iss, hop)
 	}
 	r.Released = now
 	return nil
@@ -203,7 +203,7 @@ func (m *Memory) mark(iss, hop string, set func(*Record)) error {
 	defer m.mu.Unlock()
 	r, ok := m.hops[[2]string{iss, hop}]
 	if !ok {
-		return HopError(ErrNotFound, iss, hop)
+		return AtHop(ErrNotFound, iss, hop)
 	}
 	set(r)
 	return nil

@@ -1,6 +1,7 @@
 package store_test
 
 import (
+	"errors"
 	"testing"
 
 	"github.com/quantumlearningmachines/handoff/store"
@@ -21,4 +22,18 @@ func TestTracker(t *testing.T) {
 		t.Cleanup(func() { m.Close() })
 		return m
 	})
+}
+
+// An error about one hop is a *HopError naming it, and still matches its
+// sentinel.
+func TestHopErrorNamesTheHop(t *testing.T) {
+	m := store.NewMemory(storetest.Base)
+	_, err := m.Get(t.Context(), "https://planner.example", "hop-1")
+	var he *store.HopError
+	if !errors.Is(err, store.ErrNotFound) || !errors.As(err, &he) || he.Iss != "https://planner.example" || he.Hop != "hop-1" {
+		t.Fatalf("Get of an unknown hop: %v (%T); want a *store.HopError naming it, wrapping ErrNotFound", err, err)
+	}
+	if store.AtHop(nil, "a", "b") != nil {
+		t.Fatal("AtHop(nil) is not nil")
+	}
 }

@@ -58,7 +58,7 @@ func (r replay) Remember(ctx context.Context, iss, hop string, offer handoff.Ele
 func RecordSeen(r *Record) (handoff.Seen, error) {
 	c, err := handoff.SignedContent(handoff.Element{Form: r.OfferForm, Octets: r.Offer})
 	if err != nil {
-		return handoff.Seen{}, HopError(fmt.Errorf("store: the recorded offer: %w", err), r.Iss, r.Hop)
+		return handoff.Seen{}, AtHop(fmt.Errorf("store: the recorded offer: %w", err), r.Iss, r.Hop)
 	}
 	return handoff.Seen{Digest: r.Digest, Content: c}, nil
 }

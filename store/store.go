@@ -146,10 +146,28 @@ var (
 	ErrClosed = errors.New("store: closed")
 )
 
-// HopError says which hop err (ErrNotFound, ErrConflict, ...) is about;
-// errors.Is still finds err.
-func HopError(err error, iss, hop string) error {
-	return fmt.Errorf("%w (hop %q of %q)", err, hop, iss)
+// HopError is an error about one hop: Err (ErrNotFound, ErrConflict, or
+// what the database said) and the hop it is about. errors.Is finds Err;
+// errors.As finds the hop:
+//
+//	var he *store.HopError
+//	if errors.As(err, &he) { log.Printf("hop %s of %s: %v", he.Hop, he.Iss, he.Err) }
+type HopError struct {
+	Iss, Hop string
+	Err      error
+}
+
+func (e *HopError) Error() string { return fmt.Sprintf("%v (hop %q of %q)", e.Err, e.Hop, e.Iss) }
+
+// Unwrap is Err.
+func (e *HopError) Unwrap() error { return e.Err }
+
+// AtHop returns err as a *HopError about hop (iss, hop); nil stays nil.
+func AtHop(err error, iss, hop string) error {
+	if err == nil {
+		return nil
+	}
+	return &HopError{Iss: iss, Hop: hop, Err: err}
 }
 
 // Store is a hop store. All methods are safe for concurrent use by many

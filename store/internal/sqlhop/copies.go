@@ -62,10 +62,10 @@ func (s *DB) CopyStatus(ctx context.Context, iss, hop string, d handoff.Digest) 
 	c := &store.Copy{Iss: iss, Hop: hop, Digest: handoff.Digest{Alg: d.Alg, Val: bytes.Clone(d.Val)}}
 	err := s.db.QueryRowContext(ctx, s.cq.get, iss, hop, d.Alg, d.Val).Scan(&c.Basis, &c.Status, &c.StatusForm)
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil, store.HopError(store.ErrNotFound, iss, hop)
+		return nil, store.AtHop(store.ErrNotFound, iss, hop)
 	}
 	if err != nil {
-		return nil, store.HopError(fmt.Errorf("store: copy status: %w", err), iss, hop)
+		return nil, store.AtHop(fmt.Errorf("store: copy status: %w", err), iss, hop)
 	}
 	return c, nil
 }
@@ -77,7 +77,7 @@ func (s *DB) PutCopy(ctx context.Context, c *store.Copy, prev []byte) (bool, err
 		return false, err
 	}
 	fail := func(err error) (bool, error) {
-		return false, store.HopError(fmt.Errorf("store: put copy status: %w", err), c.Iss, c.Hop)
+		return false, store.AtHop(fmt.Errorf("store: put copy status: %w", err), c.Iss, c.Hop)
 	}
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
@@ -145,5 +145,5 @@ func (s *DB) raiseKeyed(ctx context.Context, f store.Flag) (int64, error) {
 			return 0, fmt.Errorf("store: raise flag: %w", err)
 		}
 	}
-	return 0, store.HopError(errors.New("store: raise flag: the open flag with this key kept being resolved"), f.Iss, f.Hop)
+	return 0, store.AtHop(errors.New("store: raise flag: the open flag with this key kept being resolved"), f.Iss, f.Hop)
 }

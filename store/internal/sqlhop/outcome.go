@@ -46,14 +46,14 @@ func (s *DB) RecordOutcome(ctx context.Context, iss, hop string, now func() time
 		return err
 	}
 	if r.State != store.Received && r.State != store.Accepted {
-		return store.HopError(fmt.Errorf("%w: hop is already %s", store.ErrConflict, r.State), iss, hop)
+		return store.AtHop(fmt.Errorf("%w: hop is already %s", store.ErrConflict, r.State), iss, hop)
 	}
 	effect, err := work(ctx, r)
 	if err != nil {
 		return err
 	}
 	if effect == nil {
-		return store.HopError(errors.New("store: outcome: the work returned no effect to record"), iss, hop)
+		return store.AtHop(errors.New("store: outcome: the work returned no effect to record"), iss, hop)
 	}
 	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), OutcomeBound)
 	defer cancel()
@@ -76,31 +76,31 @@ func (s *DB) applyOutcome(ctx context.Context, iss, hop string, now func() time.
 		return err
 	})
 	if err != nil {
-		return store.HopError(fmt.Errorf("store: outcome: %w", err), iss, hop)
+		return store.AtHop(fmt.Errorf("store: outcome: %w", err), iss, hop)
 	}
 	defer tx.Rollback()
 	r, err := scanHop(tx.QueryRowContext(ctx, s.q.getForUpdate, iss, hop))
 	if err != nil {
-		return store.HopError(err, iss, hop)
+		return store.AtHop(err, iss, hop)
 	}
 	if r.State != store.Received && r.State != store.Accepted {
-		return store.HopError(fmt.Errorf("%w: hop became %s while the work ran; its effect is not applied", store.ErrConflict, r.State), iss, hop)
+		return store.AtHop(fmt.Errorf("%w: hop became %s while the work ran; its effect is not applied", store.ErrConflict, r.State), iss, hop)
 	}
 	out, err := effect(tx, r)
 	if err != nil {
 		return err
 	}
 	if out.State != store.Completed && out.State != store.Failed {
-		return store.HopError(fmt.Errorf("store: an outcome is completed or failed, not %q", out.State), iss, hop)
+		return store.AtHop(fmt.Errorf("store: an outcome is completed or failed, not %q", out.State), iss, hop)
 	}
 	if err := s.transition(ctx, tx, iss, hop, r.State, out.State, nil, out.Status, out.StatusForm, now()); err != nil {
-		return store.HopError(err, iss, hop)
+		return store.AtHop(err, iss, hop)
 	}
 	if err := tx.Commit(); err != nil {
 		// The commit may have taken effect with its acknowledgement lost:
 		// the outcome is unknown to this caller, but not lost, since the
 		// record is present exactly when the work's effect committed.
-		return store.HopError(fmt.Errorf("store: outcome: commit failed, so whether the work and its outcome took effect is unknown "+
+		return store.AtHop(fmt.Errorf("store: outcome: commit failed, so whether the work and its outcome took effect is unknown "+
 			"(read the hop: its outcome is recorded exactly when the work's effect committed): %w", err), iss, hop)
 	}
 	return nil

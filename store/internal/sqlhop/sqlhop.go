@@ -229,7 +229,7 @@ func (s *DB) commitBatch(batch []claimReq) []claimRes {
 		// Alone: one autocommit statement, no BEGIN and COMMIT round trips.
 		req := batch[0]
 		if err := req.ctx.Err(); err != nil {
-			return []claimRes{{err: store.HopError(fmt.Errorf("store: claim: %w", err), req.r.Iss, req.r.Hop)}}
+			return []claimRes{{err: store.AtHop(fmt.Errorf("store: claim: %w", err), req.r.Iss, req.r.Hop)}}
 		}
 		rec, stored, err := s.claimOne(req.ctx, req.r)
 		return []claimRes{{rec: rec, stored: stored, err: err}}
@@ -246,7 +246,7 @@ func (s *DB) commitBatch(batch []claimReq) []claimRes {
 			// would find the claim's own record and call it someone
 			// else's). Each caller gets the error, as from a single
 			// statement whose commit failed.
-			results[i] = claimRes{err: store.HopError(fmt.Errorf("store: claim: %w", err), req.r.Iss, req.r.Hop)}
+			results[i] = claimRes{err: store.AtHop(fmt.Errorf("store: claim: %w", err), req.r.Iss, req.r.Hop)}
 		default:
 			// A statement failed and the batch was rolled back: nothing of
 			// it is written. One bad record (or a deadlock with another
@@ -281,7 +281,7 @@ func (s *DB) claimBatch(batch []claimReq, results []claimRes) (committing bool, 
 	var rest []int
 	for i, req := range batch {
 		if err := req.ctx.Err(); err != nil {
-			results[i].err = store.HopError(fmt.Errorf("store: claim: %w", err), req.r.Iss, req.r.Hop) // given up: not written
+			results[i].err = store.AtHop(fmt.Errorf("store: claim: %w", err), req.r.Iss, req.r.Hop) // given up: not written
 			continue
 		}
 		k := hopKey{req.r.Iss, req.r.Hop}
@@ -486,10 +486,10 @@ func (s *DB) claimOne(ctx context.Context, r *store.Record) (*store.Record, bool
 		return err
 	})
 	if err != nil {
-		return nil, false, store.HopError(fmt.Errorf("store: claim: %w", err), r.Iss, r.Hop)
+		return nil, false, store.AtHop(fmt.Errorf("store: claim: %w", err), r.Iss, r.Hop)
 	}
 	if n, err := res.RowsAffected(); err != nil {
-		return nil, false, store.HopError(fmt.Errorf("store: claim: %w", err), r.Iss, r.Hop)
+		return nil, false, store.AtHop(fmt.Errorf("store: claim: %w", err), r.Iss, r.Hop)
 	} else if n == 1 {
 		c := *r
 		return &c, true, nil
@@ -498,10 +498,10 @@ func (s *DB) claimOne(ctx context.Context, r *store.Record) (*store.Record, bool
 	if errors.Is(err, store.ErrNotFound) {
 		// Swept between the insert and the read: the pair was past its
 		// keep time; report the conflict rather than guess.
-		return nil, false, store.HopError(errors.New("store: claim: the existing record vanished; retry"), r.Iss, r.Hop)
+		return nil, false, store.AtHop(errors.New("store: claim: the existing record vanished; retry"), r.Iss, r.Hop)
 	}
 	if err != nil {
-		return nil, false, store.HopError(fmt.Errorf("store: claim: %w", err), r.Iss, r.Hop)
+		return nil, false, store.AtHop(fmt.Errorf("store: claim: %w", err), r.Iss, r.Hop)
 	}
 	return old, false, nil
 }
@@ -520,7 +520,7 @@ func (s *DB) Get(ctx context.Context, iss, hop string) (*store.Record, error) {
 	}
 	r, err := scanHop(s.db.QueryRowContext(ctx, s.q.get, iss, hop))
 	if err != nil {
-		return nil, store.HopError(err, iss, hop)
+		return nil, store.AtHop(err, iss, hop)
 	}
 	return r, nil
 }
@@ -558,7 +558,7 @@ func (s *DB) Transition(ctx context.Context, iss, hop string, from, to store.Sta
 		return err
 	}
 	if err := s.transition(ctx, s.db, iss, hop, from, to, nil, status, form, now); err != nil {
-		return store.HopError(err, iss, hop)
+		return store.AtHop(err, iss, hop)
 	}
 	return nil
 }
@@ -569,7 +569,7 @@ func (s *DB) TransitionIf(ctx context.Context, iss, hop string, from, to store.S
 		return err
 	}
 	if err := s.transition(ctx, s.db, iss, hop, from, to, &equivocated, status, form, now); err != nil {
-		return store.HopError(err, iss, hop)
+		return store.AtHop(err, iss, hop)
 	}
 	return nil
 }
@@ -629,18 +629,18 @@ func (s *DB) Release(ctx context.Context, iss, hop string, now time.Time) error 
 	}
 	res, err := s.db.ExecContext(ctx, s.q.release, nanos(now), iss, hop)
 	if err != nil {
-		return store.HopError(fmt.Errorf("store: release: %w", err), iss, hop)
+		return store.AtHop(fmt.Errorf("store: release: %w", err), iss, hop)
 	}
 	if n, err := res.RowsAffected(); err != nil {
-		return store.HopError(fmt.Errorf("store: release: %w", err), iss, hop)
+		return store.AtHop(fmt.Errorf("store: release: %w", err), iss, hop)
 	} else if n == 1 {
 		return nil
 	}
 	r, err := scanHop(s.db.QueryRowContext(ctx, s.q.get, iss, hop))
 	if err != nil {
-		return store.HopError(err, iss, hop)
+		return store.AtHop(err, iss, hop)
 	}
-	return store.HopError(fmt.Errorf("%w: only an accepted hop not yet released can be released; hop is %s (released %v)", store.ErrConflict, r.State, !r.Released.IsZero()), iss, hop)
+	return store.AtHop(fmt.Errorf("%w: only an accepted hop not yet released can be released; hop is %s (released %v)", store.ErrConflict, r.State, !r.Released.IsZero()), iss, hop)
 }
 
 // MarkCanceled implements store.Store.
@@ -662,12 +662,12 @@ func (s *DB) MarkEquivocated(ctx context.Context, iss, hop string) error {
 func (s *DB) mark(ctx context.Context, q, iss, hop string) error {
 	res, err := s.db.ExecContext(ctx, q, iss, hop)
 	if err != nil {
-		return store.HopError(fmt.Errorf("store: mark hop: %w", err), iss, hop)
+		return store.AtHop(fmt.Errorf("store: mark hop: %w", err), iss, hop)
 	}
 	if n, err := res.RowsAffected(); err != nil {
-		return store.HopError(fmt.Errorf("store: mark hop: %w", err), iss, hop)
+		return store.AtHop(fmt.Errorf("store: mark hop: %w", err), iss, hop)
 	} else if n == 0 {
-		return store.HopError(store.ErrNotFound, iss, hop)
+		return store.AtHop(store.ErrNotFound, iss, hop)
 	}
 	return nil
 }
