@@ -1,0 +1,411 @@
+package delegate
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/quantumlearningmachines/handoff"
+	"github.com/quantumlearningmachines/handoff/store"
+)
+
+// Answer is what became of a received Handoff and what to send back.
+type Answer struct {
+	Outcome handoff.Outcome
+	Result  *handoff.Result
+	// Status is the signed status to send to the delegator, or nil to send
+	// nothing: an equivocating offer, a retransmission whose sender the
+	// host protocol did not authenticate as offer.iss, a hop not yet
+	// decided, or a rejection that cannot be addressed (step 1). For a
+	// same-content copy of the recorded offer (Result.Copy, SPEC D5) it is
+	// the hop's current status signed for the copy's own digest.
+	Status *handoff.Element
+	// Take: this call took the work; do it exactly once, then Finish.
+	Take     bool
+	Iss, Hop string        // the hop, when the offer's payload was verified
+	Record   *store.Record // the hop's record after this call, if any
+}
+
+// Receive checks a Handoff and records the decision before returning, so
+// that a status (or the work) only leaves after the record it depends on
+// is durable. authenticated says whether the host protocol authenticated
+// the sender of this request as the offer's iss; a resent status goes
+// only to such a sender (draft "Replay and Freshness").
+func (d *Delegate) Receive(ctx context.Context, b []byte, dialog string, authenticated bool) (*Answer, error) {
+	h, err := handoff.ParseHandoff(b, d.cfg.Options.Limits)
+	return d.ReceiveParsed(ctx, h, err, dialog, authenticated)
+}
+
+// ReceiveParsed is Receive for a Handoff the caller has already decoded
+// with handoff.ParseHandoff (h and parseErr exactly as it returned them),
+// so that a carrier decodes a request's Handoff once
+// (handoff.Receiver.ReceiveParsed).
+func (d *Delegate) ReceiveParsed(ctx context.Context, h *handoff.Handoff, parseErr error, dialog string, authenticated bool) (*Answer, error) {
+	rctx := ctx
+	if h != nil && len(h.Chain) > 0 {
+		rctx = context.WithValue(ctx, costlyLater{}, true) // see lookupOnly
+	}
+	res, err := d.recv.Load().ReceiveParsed(rctx, h, parseErr, dialog)
+	if res == nil {
+		return nil, err
+	}
+	a := &Answer{Outcome: res.Outcome, Result: res}
+	if res.Offer == nil {
+		// Step 1 failed: nothing verified to answer to.
+		return a, nil
+	}
+	o := res.Offer
+	a.Iss, a.Hop = o.Iss, o.Hop
+	dg := *res.OfferDigest // computed once by the receiver; set whenever Offer is
+	switch res.Outcome {
+	case handoff.Retransmission, handoff.Equivocation:
+		r, err := d.cfg.Store.Get(ctx, o.Iss, o.Hop)
+		if err != nil {
+			return nil, err
+		}
+		return d.seen(ctx, a, r, res.Handoff.Offer, authenticated)
+	case handoff.Rejected:
+		st, err := d.sign(o, dg, handoff.StateRejected, res.Reason, "", nil)
+		if err != nil {
+			return nil, err
+		}
+		if res.Err.Step < 5 {
+			// Not past steps 1-4: not remembered (D5). A stale or replay
+			// rejection says only that the hop is not remembered.
+			a.Status = st
+			return a, nil
+		}
+		return d.claim(ctx, a, o, res.Handoff.Offer, dg, store.Rejected, st, authenticated, false)
+	case handoff.Accepted:
+		offer := res.Handoff.Offer
+		k, canceled, err := d.heldFor(ctx, o.Iss, offer, dg)
+		if err != nil {
+			return nil, err // not claimed: the offer asked again looks again
+		}
+		state, st := store.Accepted, (*handoff.Element)(nil)
+		switch {
+		case canceled:
+			// The delegator canceled this hop before its offer arrived:
+			// the work is not taken (Lifecycle: offered -> canceled).
+			state = store.Rejected
+			if st, err = d.sign(o, dg, handoff.StateRejected, handoff.ReasonPolicy, "canceled by the delegator before the offer arrived", nil); err != nil {
+				return nil, err
+			}
+			a.Outcome = handoff.Rejected
+			res.Outcome, res.Reason = handoff.Rejected, handoff.ReasonPolicy
+			res.Err = &handoff.CheckError{Reason: handoff.ReasonPolicy, Hop: o.Hop, Index: handoff.OfferIndex,
+				Err: errors.New("canceled by the delegator before the offer arrived")}
+		case d.cfg.Defer:
+			state = store.Received
+		default:
+			if st, err = d.sign(o, dg, handoff.StateAccepted, "", "", nil); err != nil {
+				return nil, err
+			}
+		}
+		a2, err := d.claim(ctx, a, o, offer, dg, state, st, authenticated, canceled)
+		if err != nil {
+			return a2, err // a held cancel stays held: the offer asked again finds it
+		}
+		d.recordClaimed(o.Iss, dg, o.Hop)
+		return d.afterClaim(ctx, a2, offer, dg, k, canceled)
+	}
+	return nil, fmt.Errorf("delegate: unexpected outcome %q", res.Outcome)
+}
+
+// claim records the decision on a new hop in one insert-if-absent. If
+// another process claimed the hop first, this offer is a retransmission or
+// equivocation of that one.
+func (d *Delegate) claim(ctx context.Context, a *Answer, o *handoff.Offer, offer handoff.Element, dg handoff.Digest, state store.State, st *handoff.Element, authenticated, canceled bool) (*Answer, error) {
+	now := d.now()
+	rec := &store.Record{
+		Iss: o.Iss, Hop: o.Hop, Digest: dg, Offer: offer.Octets, OfferForm: offer.Form,
+		State: state, Received: now, KeepUntil: time.Unix(o.Exp, 0).Add(d.skew()), Canceled: canceled,
+	}
+	if st != nil {
+		rec.Status, rec.StatusForm = st.Octets, st.Form
+	}
+	if state.Terminal() {
+		rec.Decided = now
+	}
+	got, stored, err := d.cfg.Store.Claim(ctx, rec)
+	if err != nil {
+		if got, err = d.claimLost(ctx, rec, err); err != nil {
+			return nil, err
+		}
+		stored = got == rec // claimLost returns rec itself when the record is this claim's
+	}
+	if !stored {
+		// Another claim was first: this offer is a retransmission or
+		// equivocation of that one; seen makes the Result say so too.
+		return d.seen(ctx, a, got, offer, authenticated)
+	}
+	a.Record, a.Status, a.Take = got, st, state == store.Accepted
+	return a, nil
+}
+
+// afterClaim applies a cancel held for the offer just claimed (draft
+// "Lifecycle": offered -> canceled). A claim and a cancel that overtook
+// its offer race: Receive looks for a held cancel before and after its
+// claim, and Cancel, having found no record and held the cancel, reads
+// the hop again; each looks after its own write, so one sees the other,
+// and whichever takes the held cancel out (takeHeld) applies it. k and
+// found are what Receive's first look gave.
+//
+// A hop this call just took (Take) has not begun its work: it is recorded
+// "failed" with no effect and not taken. Any other record (received, or
+// made by another claim of the hop) gets the cancel as Cancel would give
+// it.
+func (d *Delegate) afterClaim(ctx context.Context, a *Answer, offer handoff.Element, dg handoff.Digest, k heldRef, found bool) (*Answer, error) {
+	if !found {
+		var err error
+		if k, found, err = d.heldFor(ctx, a.Iss, offer, dg); err != nil {
+			return d.heldLookFailed(ctx, a, err)
+		}
+		if !found {
+			return a, nil
+		}
+	}
+	r := a.Record
+	if took, err := d.takeHeld(ctx, k); err == nil && !took {
+		// Cancel took it out, here or on another replica, and applies it:
+		// it marks the hop before it takes the held cancel out, so the
+		// record read now shows the mark. A hop this call just took must
+		// then not begin its work, as if this call had applied it.
+		if !a.Take {
+			return a, nil
+		}
+		now, err := d.cfg.Store.Get(ctx, r.Iss, r.Hop)
+		if err != nil || !now.Canceled || !now.Digest.Equal(dg) {
+			// Not readable: the mark, if made, is there for the host's
+			// own read before the work (the carriers make one).
+			return a, nil
+		}
+		r = now
+		r.Canceled = false // applied below as this call's own
+	}
+	// Taken out here, or the take failed and who took it is not known:
+	// the cancel verified against this offer, so it is applied either way
+	// (applied twice, the second finds the hop canceled or terminal).
+	switch {
+	case r.Canceled:
+		return a, nil // recorded with the cancel (this claim's rejection, or one before it)
+	case !r.Digest.Equal(dg):
+		// The hop is recorded with another offer (this one is its
+		// equivocation): the cancel names this one, and D9 binds a cancel
+		// to the offer it names, so it does not apply to that record.
+		return a, nil
+	case a.Take:
+		r.Canceled = true // this record copy, for notBegun's error too
+		if err := d.cfg.Store.MarkCanceled(ctx, r.Iss, r.Hop); err != nil {
+			return nil, d.notBegun(ctx, r, err)
+		}
+		failed, r, err := d.conclude(ctx, r, canceledBeforeWork)
+		if err != nil {
+			return nil, d.notBegun(ctx, r, err)
+		}
+		// Answered as a refusal, so that a host sends the status and
+		// runs nothing: the offer passed its checks, but the delegator
+		// had canceled it before its work could begin.
+		why := errors.New("canceled by the delegator as the offer was recorded; the work never began")
+		a.Outcome, a.Take, a.Status, a.Record = handoff.Rejected, false, failed, r
+		a.Result.Outcome, a.Result.Reason = handoff.Rejected, handoff.ReasonPolicy
+		a.Result.Err = &handoff.CheckError{Reason: handoff.ReasonPolicy, Hop: r.Hop, Index: handoff.OfferIndex, Err: why}
+		return a, nil
+	}
+	r, err := d.canceled(ctx, r)
+	a.Record = r
+	return a, err
+}
+
+// canceledBeforeWork is the outcome of a hop accepted as it was canceled
+// or equivocated: its work never began (status gives a failed
+// equivocated hop reason equivocation).
+func canceledBeforeWork(r *store.Record) Outcome {
+	out := Outcome{State: store.Failed, Reason: handoff.ReasonPolicy, NoEffect: true,
+		Detail: "canceled by the delegator before the work began"}
+	if r.Equivocated {
+		out.Detail = "a second, different offer for this hop arrived as the work was accepted; the work never began"
+	}
+	return out
+}
+
+// notBegun is the error for a hop recorded "accepted" whose work must not
+// begin (canceled or equivocated as it was taken) but whose "failed" could
+// not be recorded: it stays "accepted" with nobody working on it, so it is
+// flagged for the operator to settle with Finish (failed, NoEffect).
+func (d *Delegate) notBegun(ctx context.Context, r *store.Record, err error) error {
+	detail := fmt.Sprintf("the hop was recorded accepted as it was canceled or equivocated, so its work never began, but recording "+
+		"it failed with no effect did not succeed (%v): settle it with Finish (failed, NoEffect)", err)
+	ferr := d.raiseDetached(ctx, store.FlagUnknownOutcome, r.Iss, r.Hop, detail)
+	return errors.Join(notTaken(r, "it stays accepted, flagged unknown outcome: recording it failed did not succeed", r.Iss, r.Hop), err, ferr)
+}
+
+// reread bounds the re-read of a hop after its claim reported an error.
+const reread = 5 * time.Second
+
+// claimLost finds out what became of a claim that reported an error: the
+// insert may have committed with its acknowledgement lost (ctx canceled,
+// connection reset). It re-reads the hop with a fresh bounded context.
+// It returns rec itself when the record is this claim's (same digest, state,
+// status octets and time: an ECDSA signature is never made twice), the
+// record found when another claim made it, or an error when there is none
+// (nothing committed) or it cannot be read.
+//
+// If this claim took the work but the caller's ctx has ended, the caller
+// is gone and cannot do it: returning Take to no one would leave the hop
+// "accepted" with nobody working on it and nothing flagged. The hop is
+// flagged "unknown outcome" instead, and an error returned: the work was
+// not started, so the operator can settle it (Finish, failed with
+// NoEffect, or Release). Where ctx is live (a reset connection), the claim
+// is answered as if it had returned normally.
+func (d *Delegate) claimLost(ctx context.Context, rec *store.Record, claimErr error) (*store.Record, error) {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), reread)
+	defer cancel()
+	got, err := d.cfg.Store.Get(rctx, rec.Iss, rec.Hop)
+	if err != nil {
+		err = fmt.Errorf("delegate: claim of hop %s of %q: %w (re-reading it: %v)", rec.Hop, rec.Iss, claimErr, err)
+		if rec.State != store.Accepted || errors.Is(claimErr, store.ErrClosed) {
+			return nil, err // nothing was written, or the record would say it
+		}
+		// Nothing found (or nothing readable), but the claim's commit may
+		// still land (a statement in flight, a commit whose reply was
+		// lost): the hop could then sit "accepted" with nobody working on
+		// it and nothing flagged. Flag it now; if the hop never appears,
+		// the operator resolves the flag. Only on this error path: a
+		// claim that answered normally raises nothing.
+		detail := fmt.Sprintf("the claim of this hop as accepted reported %v, and its re-read found no record; the claim may still "+
+			"commit later, and if it does nobody works on the hop: settle it with Finish (failed, NoEffect) or Release; "+
+			"if the hop has no record, resolve this flag", claimErr)
+		if ferr := d.raiseDetached(ctx, store.FlagUnknownOutcome, rec.Iss, rec.Hop, detail); ferr != nil {
+			return nil, errors.Join(err, ferr)
+		}
+		return nil, err
+	}
+	mine := got.Digest.Equal(rec.Digest) && got.State == rec.State && bytes.Equal(got.Status, rec.Status) &&
+		got.Received.Equal(rec.Received)
+	if !mine {
+		return got, nil // another claim's record: a retransmission or equivocation of it
+	}
+	if rec.State == store.Accepted && ctx.Err() != nil {
+		detail := fmt.Sprintf("the hop was recorded accepted, but its claim reported %v and the caller had gone (%v): "+
+			"the work was never started; settle it with Finish (failed, NoEffect) or Release", claimErr, ctx.Err())
+		if ferr := d.raiseDetached(ctx, store.FlagUnknownOutcome, rec.Iss, rec.Hop, detail); ferr != nil {
+			return nil, errors.Join(fmt.Errorf("delegate: hop %s of %q: %s: %w", rec.Hop, rec.Iss, detail, claimErr), ferr)
+		}
+		return nil, fmt.Errorf("delegate: hop %s of %q: %s: %w", rec.Hop, rec.Iss, detail, claimErr)
+	}
+	return rec, nil
+}
+
+// seen answers an offer whose (iss, hop) is recorded as r (D5), first
+// classifying it against r (classify): the same offer (the same octets, or
+// a same-content copy) gets the hop's status and is never processed
+// again; a different one is equivocation, handled as the draft says.
+func (d *Delegate) seen(ctx context.Context, a *Answer, r *store.Record, offer handoff.Element, authenticated bool) (*Answer, error) {
+	a.Record = r
+	if err := classify(a, r, offer); err != nil {
+		return nil, err
+	}
+	if a.Outcome == handoff.Equivocation {
+		var err error
+		a.Record, err = d.equivocation(ctx, r, offer)
+		return a, err
+	}
+	if a.Result.Copy && !r.Canceled {
+		// A cancel held for the copy's digest (one that overtook these
+		// octets, or one that named them when the hop had been taken with
+		// another copy, see Cancel) verifies against them: it cancels the
+		// hop, the same offer (D5).
+		if err := d.heldForCopy(ctx, a, r, offer); err != nil {
+			return nil, err
+		}
+		r = a.Record
+	}
+	switch {
+	case !authenticated || r.Status == nil:
+		return a, nil // a resent status goes only to offer.iss
+	case a.Result.Copy:
+		st, err := d.copyStatus(ctx, r, *a.Result.OfferDigest)
+		if err != nil {
+			return nil, err
+		}
+		a.Status = st
+		return a, nil
+	}
+	a.Status = &handoff.Element{Form: r.StatusForm, Octets: r.Status}
+	return a, nil
+}
+
+// equivocation handles a second offer for a recorded hop. The second offer
+// never gets a status. The first: not yet decided -> "rejected" with
+// reason equivocation; taken and running -> stop if possible, and the
+// outcome, once known, says so; terminal -> no new status. Every case is
+// flagged to the operator. It returns the hop's record as it now stands.
+func (d *Delegate) equivocation(ctx context.Context, r *store.Record, second handoff.Element) (_ *store.Record, err error) {
+	if err := d.cfg.Store.MarkEquivocated(ctx, r.Iss, r.Hop); err != nil {
+		return r, err
+	}
+	r.Equivocated = true
+	iss, hop := r.Iss, r.Hop
+	detail := fmt.Sprintf("second offer %s for a hop first seen as offer %s (state %s)", second.Digest(), r.Digest, r.State)
+	// One open flag per conflicting content (Flag.Key): the same second
+	// offer resent, or its copies, add nothing to it.
+	key := "offer " + second.Digest().String()
+	if c, err := handoff.SignedContent(second); err == nil {
+		key = "content " + c.String()
+	}
+	// Flagged on every path once marked: a failure below (signing, the
+	// store) must not leave an equivocation nobody was told of.
+	defer func() {
+		if err != nil {
+			detail += fmt.Sprintf("; handling it failed: %v", err)
+		}
+		if ferr := d.raiseKeyed(ctx, store.FlagEquivocation, iss, hop, key, detail); ferr != nil {
+			err = errors.Join(err, ferr)
+		}
+	}()
+	rejected := false
+	// Twice at most: a Received hop that another caller decided meanwhile
+	// (Accept, Reject, an outcome) is handled in the state it reached.
+	for range 2 {
+		if r.State != store.Received {
+			break
+		}
+		first, err := recordedOffer(r)
+		if err != nil {
+			return r, err
+		}
+		st, err := d.sign(first, r.Digest, handoff.StateRejected, handoff.ReasonEquivocation, "", nil)
+		if err != nil {
+			return r, err
+		}
+		now := d.now()
+		err = d.cfg.Store.Transition(ctx, r.Iss, r.Hop, store.Received, store.Rejected, st.Octets, st.Form, now)
+		if errors.Is(err, store.ErrConflict) {
+			if r, err = d.cfg.Store.Get(ctx, iss, hop); err != nil {
+				return nil, err
+			}
+			detail += fmt.Sprintf("; decided meanwhile: %s", r.State)
+			continue
+		}
+		if err != nil {
+			return r, err
+		}
+		r.State, r.Status, r.StatusForm, r.Decided = store.Rejected, st.Octets, st.Form, now
+		detail += "; the first is rejected with reason equivocation"
+		rejected = true
+		break
+	}
+	switch {
+	case r.State == store.Accepted:
+		if d.cfg.Stop != nil {
+			d.cfg.Stop(r.Iss, r.Hop)
+		}
+		detail += "; the work was taken: stop it if possible, and record its outcome (failed with reason equivocation unless it took full effect)"
+	case !rejected:
+		detail += "; the first already has its terminal status"
+	}
+	return r, nil
+}
