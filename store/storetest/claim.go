@@ -1,0 +1,204 @@
+package storetest
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/quantumlearningmachines/handoff"
+	"github.com/quantumlearningmachines/handoff/store"
+)
+
+// --- Claim and Get ------------------------------------------------------
+
+// Claim stores r when the hop is new, and otherwise returns the record that
+// was there, byte for byte, leaving it unchanged (draft "Freshness and
+// Replay": a second offer is a retransmission or equivocation, never a new
+// record).
+func testClaimInsertsThenReturnsExisting(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	for _, st := range []store.State{store.Received, store.Accepted, store.Rejected} {
+		hop := "claim-" + string(st)
+		first := NewRecord(hop, st, 1)
+		got, inserted, err := s.Claim(ctx, copyRecord(first))
+		if err != nil || !inserted {
+			t.Fatalf("first Claim(%s) = inserted %v, %v; want inserted", hop, inserted, err)
+		}
+		checkRecord(t, "first Claim result", got, first)
+		checkGet(t, s, hop, first)
+
+		// The same offer again (a retransmission) and a different one
+		// (equivocation): neither replaces the record.
+		for _, second := range []*store.Record{NewRecord(hop, st, 1), NewRecord(hop, store.Received, 2), NewRecord(hop, store.Rejected, 3)} {
+			second.Received, second.KeepUntil = Base.Add(time.Hour), Base.Add(2*time.Hour)
+			got, inserted, err := s.Claim(ctx, second)
+			if err != nil || inserted {
+				t.Fatalf("second Claim(%s) = inserted %v, %v; want the existing record", hop, inserted, err)
+			}
+			checkRecord(t, "second Claim result", got, first)
+			checkGet(t, s, hop, first)
+		}
+	}
+	// A record claimed with no status keeps a nil status.
+	if r := mustGet(t, s, "claim-received"); r.Status != nil {
+		t.Errorf("a hop claimed with no status has status %q, want nil", r.Status)
+	}
+}
+
+// The record Claim returns for an existing hop is the one stored now, with
+// the transitions and marks it went through, not the one first claimed.
+func testClaimReturnsCurrentRecord(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	want := put(t, s, "current", store.Received)
+	want.State, want.Status, want.StatusForm = store.Accepted, Status("current/accepted"), handoff.FormCOSE
+	mustMove(t, s, "current", store.Received, store.Accepted, want.Status, want.StatusForm, Base.Add(time.Second))
+	if err := s.MarkCanceled(ctx, Iss, "current"); err != nil {
+		t.Fatal(err)
+	}
+	want.Canceled = true
+	got, inserted, err := s.Claim(ctx, NewRecord("current", store.Received, 9))
+	if err != nil || inserted {
+		t.Fatalf("Claim = inserted %v, %v; want the existing record", inserted, err)
+	}
+	checkRecord(t, "Claim result", got, want)
+}
+
+// A hop is named by the pair (iss, hop): the same hop id from another
+// issuer, or another hop id from the same issuer, is a new hop.
+func testClaimKeyIsIssAndHop(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	a := NewRecord("h1", store.Received, 1)
+	b := NewRecord("h1", store.Accepted, 2)
+	b.Iss = "https://agent.example/other"
+	c := NewRecord("h2", store.Rejected, 3)
+	// Keys that a store concatenating iss and hop would confuse.
+	d := NewRecord("x", store.Received, 4)
+	d.Iss = Iss + "h"
+	e := NewRecord("hx", store.Received, 5)
+	// Keys are compared exactly: no case folding, no trimming.
+	f := NewRecord("H1", store.Received, 6)
+	g := NewRecord("h1 ", store.Received, 7)
+	all := []*store.Record{a, b, c, d, e, f, g}
+	for _, r := range all {
+		if _, inserted, err := s.Claim(ctx, copyRecord(r)); err != nil || !inserted {
+			t.Fatalf("Claim(%s, %s) = inserted %v, %v; want a new record", r.Iss, r.Hop, inserted, err)
+		}
+	}
+	for _, r := range all {
+		got, err := s.Get(ctx, r.Iss, r.Hop)
+		if err != nil {
+			t.Fatalf("Get(%s, %s): %v", r.Iss, r.Hop, err)
+		}
+		checkRecord(t, "Get("+r.Iss+", "+r.Hop+")", got, r)
+	}
+}
+
+// Claim stores r: every field, including the canceled and equivocated
+// marks, comes back from Get as given, and Claim returns what it stored.
+func testClaimStoresEveryField(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	r := NewRecord("every-field", store.Rejected, 7)
+	r.OfferForm, r.StatusForm = handoff.FormJWS, handoff.FormCOSE
+	r.Canceled, r.Equivocated = true, true
+	r.Received, r.KeepUntil, r.Decided = Base.Add(-time.Nanosecond), Base.Add(keepFor+time.Nanosecond), Base.Add(3*time.Nanosecond)
+	got, inserted, err := s.Claim(ctx, copyRecord(r))
+	if err != nil || !inserted {
+		t.Fatalf("Claim = inserted %v, %v; want inserted", inserted, err)
+	}
+	stored := mustGet(t, s, r.Hop)
+	checkRecord(t, "Get after Claim", stored, r)
+	checkRecord(t, "Claim result against Get", got, stored)
+}
+
+// r.State must be Received, Accepted or Rejected; any other claim is
+// refused and stores nothing.
+func testClaimRefusesBadState(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	for _, st := range []store.State{store.Completed, store.Failed, "", "canceled", "expired", "RECEIVED"} {
+		r := NewRecord("bad-"+string(st), store.Received, 0)
+		r.State = st
+		got, inserted, err := s.Claim(ctx, r)
+		if err == nil || inserted {
+			t.Errorf("Claim in state %q = %+v, inserted %v, %v; want an error", st, got, inserted, err)
+		}
+		checkGone(t, s, Iss, r.Hop)
+	}
+	// A new hop is never released.
+	r := NewRecord("released", store.Accepted, 0)
+	r.Released = Base
+	if got, inserted, err := s.Claim(ctx, r); err == nil || inserted {
+		t.Errorf("Claim of a released record = %+v, inserted %v, %v; want an error", got, inserted, err)
+	}
+	checkGone(t, s, Iss, r.Hop)
+	// The store still takes a good claim.
+	put(t, s, "good", store.Received)
+}
+
+// Get of a hop that was never claimed is ErrNotFound.
+func testGetMissingIsErrNotFound(t *testing.T, s store.Store) {
+	checkGone(t, s, Iss, "nothing")
+	put(t, s, "h1", store.Received)
+	checkGone(t, s, Iss, "h2")
+	checkGone(t, s, "https://agent.example/other", "h1")
+	checkGone(t, s, "", "")
+}
+
+// Hops lists the records in one state, in (iss, hop) byte order, a page
+// of at most limit at a time after a given key; other states are not
+// listed; a limit that is not positive is an error.
+func testHopsPages(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	other := "https://agent.example/a-other" // sorts before Iss
+	var want []*store.Record
+	// Keys whose byte order differs from a case-folding or locale order.
+	for _, hop := range []string{"b", "B", "a", "ab", "\u00e9", "z", "a b", "A"} {
+		want = append(want, put(t, s, hop, store.Accepted))
+		put(t, s, "r-"+hop, store.Received)
+		put(t, s, "c-"+hop, store.Completed)
+	}
+	r := NewRecord("x", store.Accepted, 1)
+	r.Iss = other
+	mustClaim(t, s, r)
+	want = append(want, r)
+	slices.SortFunc(want, func(a, b *store.Record) int {
+		return strings.Compare(a.Iss+"\x00"+a.Hop, b.Iss+"\x00"+b.Hop)
+	})
+	for _, limit := range []int{1, 3, len(want), len(want) + 5} {
+		var got []*store.Record
+		var after store.HopKey
+		for pages := 0; ; pages++ {
+			page, err := s.Hops(ctx, store.Accepted, after, limit)
+			if err != nil {
+				t.Fatalf("Hops(accepted, after %v, %d): %v", after, limit, err)
+			}
+			if len(page) > limit {
+				t.Fatalf("Hops(limit %d) returned %d records", limit, len(page))
+			}
+			if len(page) == 0 || pages > len(want) {
+				break
+			}
+			got = append(got, page...)
+			last := page[len(page)-1]
+			after = store.HopKey{Iss: last.Iss, Hop: last.Hop}
+		}
+		if len(got) != len(want) {
+			t.Fatalf("Hops(accepted) by pages of %d listed %d records; want %d", limit, len(got), len(want))
+		}
+		for i := range want {
+			checkRecord(t, fmt.Sprintf("Hops(accepted, pages of %d)[%d]", limit, i), got[i], want[i])
+		}
+	}
+	if got, err := s.Hops(ctx, store.Rejected, store.HopKey{}, 10); err != nil || len(got) != 0 {
+		t.Errorf("Hops(rejected) = %d records, %v; want none", len(got), err)
+	}
+	if got, err := s.Hops(ctx, store.Received, store.HopKey{Iss: Iss, Hop: "r-b"}, 100); err != nil || len(got) != 2 || got[0].Hop != "r-z" || got[1].Hop != "r-\u00e9" {
+		t.Errorf("Hops(received, after r-b) = %d records, %v; want r-z, r-\u00e9", len(got), err)
+	}
+	for _, limit := range []int{0, -1} {
+		if _, err := s.Hops(ctx, store.Accepted, store.HopKey{}, limit); err == nil {
+			t.Errorf("Hops(limit %d) succeeded; want an error", limit)
+		}
+	}
+}

@@ -1,0 +1,162 @@
+package storetest
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/quantumlearningmachines/handoff"
+	"github.com/quantumlearningmachines/handoff/store"
+)
+
+// --- Concurrency -----------------------------------------------------------
+
+// 64 goroutines claim one (iss, hop) at once, each with its own offer:
+// exactly one stores its record, and every other call gets that record.
+func testConcurrentClaim(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	const n = 64
+	for round := range 3 {
+		hop := fmt.Sprintf("race-%d", round)
+		type result struct {
+			got      *store.Record
+			inserted bool
+			err      error
+		}
+		mine := make([]*store.Record, n)
+		results := make([]result, n)
+		start := make(chan struct{})
+		var wg sync.WaitGroup
+		for i := range n {
+			mine[i] = NewRecord(hop, []store.State{store.Received, store.Accepted, store.Rejected}[i%3], i)
+			mine[i].Received = Base.Add(time.Duration(i) * time.Millisecond)
+			r := copyRecord(mine[i])
+			wg.Go(func() {
+				<-start
+				var res result
+				res.got, res.inserted, res.err = s.Claim(ctx, r)
+				results[i] = res
+			})
+		}
+		close(start)
+		wg.Wait()
+		winner := -1
+		for i, res := range results {
+			if res.err != nil {
+				t.Fatalf("round %d: Claim %d: %v", round, i, res.err)
+			}
+			if res.inserted {
+				if winner >= 0 {
+					t.Fatalf("round %d: claims %d and %d both inserted", round, winner, i)
+				}
+				winner = i
+			}
+		}
+		if winner < 0 {
+			t.Fatalf("round %d: no claim inserted", round)
+		}
+		for i, res := range results {
+			if d := DiffRecord(res.got, mine[winner]); d != nil {
+				t.Errorf("round %d: Claim %d returned a record other than the winner's (%d):\n\t%s", round, i, winner, strings.Join(d, "\n\t"))
+			}
+		}
+		checkGet(t, s, hop, mine[winner])
+	}
+}
+
+// 16 goroutines race the same Transition from one state: exactly one
+// succeeds, the others get ErrConflict, and the record holds the winner's
+// state, status and time.
+func testConcurrentTransition(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	const n = 16
+	for round, from := range []store.State{store.Accepted, store.Received, store.Accepted, store.Received} {
+		hop := fmt.Sprintf("race-move-%d", round)
+		want := put(t, s, hop, from)
+		var targets []store.State
+		for _, to := range allStates {
+			if store.CanMove(from, to) {
+				targets = append(targets, to)
+			}
+		}
+		errs := make([]error, n)
+		start := make(chan struct{})
+		var wg sync.WaitGroup
+		for i := range n {
+			wg.Go(func() {
+				<-start
+				errs[i] = s.Transition(ctx, Iss, hop, from, targets[i%len(targets)], Status(fmt.Sprintf("%s/%d", hop, i)),
+					handoff.Form(i%2), Base.Add(time.Duration(i+1)*time.Second))
+			})
+		}
+		close(start)
+		wg.Wait()
+		winner := -1
+		for i, err := range errs {
+			switch {
+			case err == nil && winner >= 0:
+				t.Fatalf("round %d: transitions %d and %d both succeeded", round, winner, i)
+			case err == nil:
+				winner = i
+			case !errors.Is(err, store.ErrConflict):
+				t.Errorf("round %d: transition %d = %v; want success or ErrConflict", round, i, err)
+			}
+		}
+		if winner < 0 {
+			t.Fatalf("round %d: no transition succeeded", round)
+		}
+		to := targets[winner%len(targets)]
+		want.State, want.Status, want.StatusForm = to, Status(fmt.Sprintf("%s/%d", hop, winner)), handoff.Form(winner%2)
+		if to.Terminal() {
+			want.Decided = Base.Add(time.Duration(winner+1) * time.Second)
+		}
+		checkGet(t, s, hop, want)
+	}
+}
+
+// --- Close -----------------------------------------------------------------
+
+// After Close, every method fails with ErrClosed.
+func testClosed(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	put(t, s, "h", store.Accepted)
+	if _, err := s.Raise(ctx, sampleFlags()[0]); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	check := func(name string, err error) {
+		t.Helper()
+		if !errors.Is(err, store.ErrClosed) {
+			t.Errorf("%s after Close = %v; want ErrClosed", name, err)
+		}
+	}
+	_, _, err := s.Claim(ctx, NewRecord("h2", store.Received, 0))
+	check("Claim", err)
+	_, err = s.Get(ctx, Iss, "h")
+	check("Get", err)
+	_, err = s.Hops(ctx, store.Accepted, store.HopKey{}, 10)
+	check("Hops", err)
+	check("Transition", s.Transition(ctx, Iss, "h", store.Accepted, store.Completed, Status("c"), handoff.FormJWS, Base))
+	check("Release", s.Release(ctx, Iss, "h", Base))
+	check("MarkCanceled", s.MarkCanceled(ctx, Iss, "h"))
+	check("MarkEquivocated", s.MarkEquivocated(ctx, Iss, "h"))
+	_, err = s.Raise(ctx, sampleFlags()[1])
+	check("Raise", err)
+	_, err = s.Flags(ctx, true)
+	check("Flags", err)
+	check("Resolve", s.Resolve(ctx, 1, "x", Base))
+	_, err = s.Sweep(ctx, Base.Add(time.Hour), 0)
+	check("Sweep", err)
+	_, err = s.Since(ctx)
+	check("Since", err)
+	check("Forget", s.Forget(ctx, Base))
+	_, err = s.CopyStatus(ctx, Iss, "h", handoff.DigestOf(nil))
+	check("CopyStatus", err)
+	_, err = s.PutCopy(ctx, &store.Copy{Iss: Iss, Hop: "h", Digest: handoff.DigestOf(nil), Basis: Status("h/accepted")}, nil)
+	check("PutCopy", err)
+}
