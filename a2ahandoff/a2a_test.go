@@ -153,7 +153,7 @@ func (a *testAgent) Execute(ctx context.Context, rc *a2asrv.RequestContext, q ev
 		a.requested = ext.RequestedURIs()
 	}
 	a.exts = slices.Clone(rc.Message.Extensions)
-	a.got, _ = a2ahandoff.Received(ctx)
+	a.got = a2ahandoff.HopFrom(ctx)
 	a.mu.Unlock()
 	end := func(state a2a.TaskState, text string) error {
 		ev := a2a.NewStatusUpdateEvent(rc, state, a2a.NewMessageForTask(a2a.MessageRoleAgent, rc, a2a.TextPart{Text: text}))
@@ -169,7 +169,7 @@ func (a *testAgent) Execute(ctx context.Context, rc *a2asrv.RequestContext, q ev
 	case "reply":
 		return q.Write(ctx, a2a.NewMessage(a2a.MessageRoleAgent, a2a.TextPart{Text: "here is the answer"}))
 	case "fail-reported":
-		if err := a2ahandoff.Report(ctx, delegate.Outcome{State: store.Failed, NoEffect: true, Reason: handoff.ReasonPolicy, Detail: "nothing to plan"}); err != nil {
+		if err := a2ahandoff.HopFrom(ctx).Declare(delegate.Outcome{State: store.Failed, NoEffect: true, Reason: handoff.ReasonPolicy, Detail: "nothing to plan"}); err != nil {
 			return err
 		}
 		return end(a2a.TaskStateFailed, "cannot")
@@ -504,7 +504,7 @@ func TestLifecycleOverA2A(t *testing.T) {
 				if !slices.Contains(exts, a2ahandoff.URI) {
 					t.Errorf("Message.extensions %v lacks %s", exts, a2ahandoff.URI)
 				}
-				if got == nil || got.Hop != r.Hop || got.Iss != assistantID || got.Offer.Dialog != r.Task.ContextID || got.Result == nil {
+				if got == nil || got.ID != r.Hop || got.Iss != assistantID || got.Offer.Dialog != r.Task.ContextID || got.Result == nil {
 					t.Errorf("the agent's code saw hop %+v; want hop %s of %s in dialog %s", got, r.Hop, assistantID, r.Task.ContextID)
 				}
 				completed := r.Statuses[1]

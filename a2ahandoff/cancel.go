@@ -53,9 +53,9 @@ func (x *Executor) Cancel(ctx context.Context, rc *a2asrv.RequestContext, q even
 			}
 		}
 	}
-	rec, err := x.d.Cancel(ctx, el, h.Iss, h.Hop)
+	rec, err := x.d.Cancel(ctx, el, h.Iss, h.ID)
 	if err != nil {
-		return fmt.Errorf("a2ahandoff: cancel of hop %s refused: %v: %w", h.Hop, err, a2a.ErrTaskNotCancelable)
+		return fmt.Errorf("a2ahandoff: cancel of hop %s refused: %v: %w", h.ID, err, a2a.ErrTaskNotCancelable)
 	}
 	activate(ctx)
 	if open := x.openHop(ctx, hs, h); open != nil {
@@ -65,7 +65,7 @@ func (x *Executor) Cancel(ctx context.Context, rc *a2asrv.RequestContext, q even
 		// it is, and the cancel still goes down the chain.
 		x.onCancel(ctx, h)
 		return fmt.Errorf("a2ahandoff: the cancel of hop %s is verified and recorded, and its work is stopped, but task %s also carries hop %s of %q, still open, so the task is not canceled: %w",
-			h.Hop, rc.TaskID, open.Hop, open.Iss, a2a.ErrTaskNotCancelable)
+			h.ID, rc.TaskID, open.ID, open.Iss, a2a.ErrTaskNotCancelable)
 	}
 	var last *handoff.Element
 	if rec.Status != nil && x.authenticated(ctx, h.Iss) {
@@ -87,10 +87,10 @@ func (x *Executor) Cancel(ctx context.Context, rc *a2asrv.RequestContext, q even
 // cannot be read counts as open (fail safe: the task is not canceled).
 func (x *Executor) openHop(ctx context.Context, hs []*Hop, h *Hop) *Hop {
 	for _, c := range hs {
-		if c == h || c.Iss == h.Iss && c.Hop == h.Hop {
+		if c == h || c.Iss == h.Iss && c.ID == h.ID {
 			continue
 		}
-		r, err := x.cfg.Delegate.Store.Get(ctx, c.Iss, c.Hop)
+		r, err := x.cfg.Delegate.Store.Get(ctx, c.Iss, c.ID)
 		if err != nil || r.State == store.Accepted && !r.Canceled && !r.Equivocated {
 			return c
 		}
@@ -120,9 +120,9 @@ func (x *Executor) onCancel(ctx context.Context, h *Hop) {
 		defer cancel()
 		defer func() {
 			if p := recover(); p != nil {
-				log.Error(cctx, "a2ahandoff: OnCancel panicked", fmt.Errorf("%v", p), "hop", h.Hop)
+				log.Error(cctx, "a2ahandoff: OnCancel panicked", fmt.Errorf("%v", p), "hop", h.ID)
 			}
 		}()
-		x.cfg.OnCancel(cctx, h.Iss, h.Hop, h.Handoff.Offer.Digest())
+		x.cfg.OnCancel(cctx, h.Iss, h.ID, h.Handoff.Offer.Digest())
 	}()
 }

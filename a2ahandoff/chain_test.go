@@ -32,11 +32,11 @@ type passingAgent struct {
 }
 
 func (p *passingAgent) Execute(ctx context.Context, rc *a2asrv.RequestContext, q eventqueue.Queue) error {
-	got, ok := a2ahandoff.Received(ctx)
-	if !ok {
+	got := a2ahandoff.HopFrom(ctx)
+	if got == nil {
 		return errors.New("no hop in the context")
 	}
-	r, err := p.c.Offer(ctx, delegator.Offer{Aud: coderID, Work: "code for " + got.Hop, From: got.Handoff, Dialog: got.Offer.Dialog},
+	r, err := p.c.Offer(ctx, delegator.Offer{Aud: coderID, Work: "code for " + got.ID, From: got.Handoff, Dialog: got.Offer.Dialog},
 		say("block"), &a2a.MessageSendConfig{Blocking: new(false)})
 	if err != nil {
 		p.errs <- err

@@ -221,7 +221,7 @@ func TestChainChecksOverA2A(t *testing.T) {
 					tc.srv.agent.mu.Lock()
 					got := tc.srv.agent.got
 					tc.srv.agent.mu.Unlock()
-					if got == nil || got.Hop != o.Hop || got.Result == nil || got.Result.ChainQuality != tc.quality || len(got.Handoff.Chain) != len(chain) {
+					if got == nil || got.ID != o.Hop || got.Result == nil || got.Result.ChainQuality != tc.quality || len(got.Handoff.Chain) != len(chain) {
 						t.Fatalf("the agent saw %+v, want hop %s with chain quality %s", got, o.Hop, tc.quality)
 					}
 					if rec.State != store.Completed {

@@ -88,7 +88,7 @@ func (x *Executor) Execute(ctx context.Context, rc *a2asrv.RequestContext, q eve
 		// one is running here. A first whose work is paused (its task
 		// INPUT_REQUIRED, no run) has its outcome settled now.
 		if rc.StoredTask != nil {
-			if h, _ := x.hopOfTask(ctx, rc.StoredTask); h != nil && h.Iss == a.Iss && h.Hop == a.Hop {
+			if h, _ := x.hopOfTask(ctx, rc.StoredTask); h != nil && h.Iss == a.Iss && h.ID == a.Hop {
 				// The equivocating offer came into the first offer's own
 				// task: that task ends with the first offer's outcome.
 				if ev := x.settlePaused(ctx, rc, a.Iss, a.Hop, stoppedByEquivocation); ev != nil {
@@ -111,7 +111,7 @@ func (x *Executor) Execute(ctx context.Context, rc *a2asrv.RequestContext, q eve
 		if err := q.Write(ctx, ev); err != nil {
 			return err
 		}
-		return x.run(ctx, rc, q, &Hop{Iss: a.Iss, Hop: a.Hop, Offer: a.Result.Offer, Handoff: a.Result.Handoff, Result: a.Result})
+		return x.run(ctx, rc, q, &Hop{Iss: a.Iss, ID: a.Hop, Offer: a.Result.Offer, Handoff: a.Result.Handoff, Result: a.Result})
 	}
 	return fmt.Errorf("a2ahandoff: unexpected outcome %q", a.Outcome)
 }
@@ -164,7 +164,7 @@ func (x *Executor) joinRefusal(ctx context.Context, t *a2a.Task, m *a2a.Message,
 	case first == nil:
 		return ""
 	case iss != first.Iss:
-		return fmt.Sprintf("refused: task %s belongs to hop %s of %q; an offer from %q joins it only in a task of its own (one task, one delegator)", t.ID, first.Hop, first.Iss, iss)
+		return fmt.Sprintf("refused: task %s belongs to hop %s of %q; an offer from %q joins it only in a task of its own (one task, one delegator)", t.ID, first.ID, first.Iss, iss)
 	case !x.authenticated(ctx, first.Iss):
 		return fmt.Sprintf("refused: an offer joins task %s only from the offer's issuer %q, authenticated by the host", t.ID, first.Iss)
 	}

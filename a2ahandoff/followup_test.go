@@ -143,7 +143,7 @@ func TestFollowUpOverA2A(t *testing.T) {
 		srv.agent.mu.Lock()
 		h := srv.agent.got
 		srv.agent.mu.Unlock()
-		if h == nil || h.Hop != hopOf(t, el).Hop {
+		if h == nil || h.ID != hopOf(t, el).Hop {
 			t.Fatalf("the follow-up ran under hop %+v", h)
 		}
 		sts, _ := a2ahandoff.Statuses(res)

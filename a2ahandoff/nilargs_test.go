@@ -299,17 +299,17 @@ func TestNilAndZeroArguments(t *testing.T) {
 			}
 			return nil
 		}},
-		{"Received: nil context has no hop", "", func() error {
-			if hop, ok := a2ahandoff.Received(nilCtx); ok || hop != nil {
+		{"HopFrom: nil context has no hop", "", func() error {
+			if hop := a2ahandoff.HopFrom(nilCtx); hop != nil {
 				return errors.New("a hop")
 			}
 			return nil
 		}},
-		{"Report: nil context", "got nil", func() error {
-			return a2ahandoff.Report(nilCtx, delegate.Outcome{State: store.Completed})
+		{"Declare: a nil Hop (HopFrom outside Execute)", "nil Hop", func() error {
+			return a2ahandoff.HopFrom(ctx).Declare(delegate.Outcome{State: store.Completed})
 		}},
-		{"Report: outside Execute", "outside a handoff task's Execute", func() error {
-			return a2ahandoff.Report(ctx, delegate.Outcome{State: store.Completed})
+		{"Declare: a Hop whose work is not running", "not running", func() error {
+			return (&a2ahandoff.Hop{Iss: assistantID, ID: "h"}).Declare(delegate.Outcome{State: store.Completed})
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

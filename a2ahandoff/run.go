@@ -94,7 +94,7 @@ type run struct {
 func (x *Executor) run(ctx context.Context, rc *a2asrv.RequestContext, q eventqueue.Queue, h *Hop) error {
 	runCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	k, me := [2]string{h.Iss, h.Hop}, &stopper{cancel: cancel}
+	k, me := [2]string{h.Iss, h.ID}, &stopper{cancel: cancel}
 	x.mu.Lock()
 	x.running[k] = me // a follow-up message's run of the same hop replaces it
 	x.mu.Unlock()
@@ -106,11 +106,14 @@ func (x *Executor) run(ctx context.Context, rc *a2asrv.RequestContext, q eventqu
 		x.mu.Unlock()
 	}()
 	r := &run{x: x, hop: h, rc: rc, q: q, runCtx: runCtx}
+	h.mu.Lock()
+	h.run = r // Declare reaches this run
+	h.mu.Unlock()
 	// A cancel or an equivocation that came after the decision but before
 	// this run was registered found nothing to stop: look again now that
 	// it is registered (they mark the record before they stop).
-	if rec, err := x.cfg.Delegate.Store.Get(ctx, h.Iss, h.Hop); err != nil {
-		return fmt.Errorf("a2ahandoff: reading hop %s: %w", h.Hop, err)
+	if rec, err := x.cfg.Delegate.Store.Get(ctx, h.Iss, h.ID); err != nil {
+		return fmt.Errorf("a2ahandoff: reading hop %s: %w", h.ID, err)
 	} else if rec.Canceled || rec.Equivocated {
 		cancel(errStopped)
 		return r.after(ctx, nil)
@@ -136,9 +139,9 @@ func (r *run) after(ctx context.Context, err error) error {
 	// cancels ctx, so the record is written without ctx's cancellation;
 	// only the queue writes are skipped.
 	bg := context.WithoutCancel(ctx)
-	rec, gerr := r.x.cfg.Delegate.Store.Get(bg, r.hop.Iss, r.hop.Hop)
+	rec, gerr := r.x.cfg.Delegate.Store.Get(bg, r.hop.Iss, r.hop.ID)
 	if gerr != nil {
-		log.Error(ctx, "a2ahandoff: reading the hop record after the agent's run", gerr, "hop", r.hop.Hop)
+		log.Error(ctx, "a2ahandoff: reading the hop record after the agent's run", gerr, "hop", r.hop.ID)
 		return err
 	}
 	stopped := errors.Is(context.Cause(r.runCtx), errStopped)
@@ -156,7 +159,7 @@ func (r *run) after(ctx context.Context, err error) error {
 					// open hop (see Cancel): the task waits for that
 					// hop's delegator again instead of staying WORKING.
 					ev := a2a.NewStatusUpdateEvent(r.rc, a2a.TaskStateInputRequired, statusMessage(r.rc, nil,
-						fmt.Sprintf("the work of hop %s was stopped by its delegator's cancel; the task carries hop %s, still open", r.hop.Hop, open.Hop)))
+						fmt.Sprintf("the work of hop %s was stopped by its delegator's cancel; the task carries hop %s, still open", r.hop.ID, open.ID)))
 					ev.Final = true
 					return r.q.Write(ctx, ev)
 				}
@@ -194,8 +197,8 @@ func (r *run) after(ctx context.Context, err error) error {
 // event: the known failure, or the hop stays accepted and is flagged.
 func (r *run) settle(ctx context.Context, detail, unknown string) {
 	if out := r.failure(detail); out != nil {
-		if _, ferr := r.x.d.Finish(ctx, r.hop.Iss, r.hop.Hop, *out); ferr != nil {
-			log.Error(ctx, "a2ahandoff: recording the outcome of a stopped hop", ferr, "hop", r.hop.Hop)
+		if _, ferr := r.x.d.Finish(ctx, r.hop.Iss, r.hop.ID, *out); ferr != nil {
+			log.Error(ctx, "a2ahandoff: recording the outcome of a stopped hop", ferr, "hop", r.hop.ID)
 		}
 		return
 	}
@@ -219,8 +222,8 @@ func (r *run) failure(detail string) *delegate.Outcome {
 }
 
 func (r *run) unknown(ctx context.Context, why string) {
-	if err := r.x.d.Unknown(ctx, r.hop.Iss, r.hop.Hop, why); err != nil {
-		log.Error(ctx, "a2ahandoff: flagging an unknown outcome", err, "hop", r.hop.Hop)
+	if err := r.x.d.Unknown(ctx, r.hop.Iss, r.hop.ID, why); err != nil {
+		log.Error(ctx, "a2ahandoff: flagging an unknown outcome", err, "hop", r.hop.ID)
 	}
 }
 
@@ -273,11 +276,11 @@ func (r *run) terminal(ctx context.Context, ev a2a.Event, status *a2a.TaskStatus
 		}
 		return ev, nil
 	}
-	st, err := r.x.d.Finish(ctx, r.hop.Iss, r.hop.Hop, *out)
+	st, err := r.x.d.Finish(ctx, r.hop.Iss, r.hop.ID, *out)
 	if err != nil {
 		// Not recorded: nothing is claimed. The delegator keeps asking and
 		// is answered from the record.
-		log.Error(ctx, "a2ahandoff: recording the hop's outcome", err, "hop", r.hop.Hop)
+		log.Error(ctx, "a2ahandoff: recording the hop's outcome", err, "hop", r.hop.ID)
 		return ev, nil
 	}
 	if out.State == store.Completed {

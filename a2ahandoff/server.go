@@ -237,44 +237,50 @@ func UserIsIss(ctx context.Context, iss string) bool {
 	return ok && cc.User != nil && cc.User.Authenticated() && cc.User.Name() == iss
 }
 
-// Hop is the verified offer whose work the agent's code is doing.
+// Hop is the verified offer whose work the agent's code is doing (the
+// same names as mcphandoff.Hop: ID, HopFrom, Declare).
 type Hop struct {
-	Iss, Hop string
-	Offer    *handoff.Offer   // the verified payload
-	Handoff  *handoff.Handoff // as received; pass it on with delegator.Offer{From: Handoff}
+	Iss, ID string
+	Offer   *handoff.Offer   // the verified payload
+	Handoff *handoff.Handoff // as received; pass it on with delegator.Offer{From: Handoff}
 	// Result is the verdict of the receiving checks (chain quality,
 	// reference outcomes); nil for a follow-up message of the task.
 	Result *handoff.Result
+
+	mu  sync.Mutex
+	run *run // the run doing its work now (a follow-up message's replaces it)
 }
 
 type runKey struct{}
 
-// Received returns the hop whose work the current Execute is doing; nil,
-// false outside one (or for a nil ctx).
-func Received(ctx context.Context) (*Hop, bool) {
+// HopFrom returns the hop whose work the current Execute is doing; nil
+// outside one (or for a nil ctx).
+func HopFrom(ctx context.Context) *Hop {
 	if ctx == nil {
-		return nil, false
+		return nil
 	}
 	r, ok := ctx.Value(runKey{}).(*run)
 	if !ok {
-		return nil, false
+		return nil
 	}
-	return r.hop, true
+	return r.hop
 }
 
-// Report states the outcome of the hop's work, from the agent's code,
+// Declare states the outcome of the hop's work, from the agent's code,
 // before it ends the task: refs of the result for "completed", and for
 // "failed" every part that took effect (or NoEffect). The Executor signs
 // and records it when the task ends (COMPLETED, FAILED, an error, or a
-// stop); the last Report wins. Without a Report a completed task is
+// stop); the last Declare wins. Without one a completed task is
 // "completed" with no refs.
-func Report(ctx context.Context, out delegate.Outcome) error {
-	if ctx == nil {
-		return errors.New("a2ahandoff: Report needs the context of a handoff task's Execute, got nil")
+func (h *Hop) Declare(out delegate.Outcome) error {
+	if h == nil {
+		return errors.New("a2ahandoff: Declare on a nil Hop (HopFrom outside a handoff task's Execute)")
 	}
-	r, ok := ctx.Value(runKey{}).(*run)
-	if !ok {
-		return errors.New("a2ahandoff: Report outside a handoff task's Execute")
+	h.mu.Lock()
+	r := h.run
+	h.mu.Unlock()
+	if r == nil {
+		return errors.New("a2ahandoff: Declare on a Hop whose work is not running")
 	}
 	if out.State != store.Completed && out.State != store.Failed {
 		return fmt.Errorf("a2ahandoff: an outcome is completed or failed, not %q", out.State)

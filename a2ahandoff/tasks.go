@@ -89,7 +89,7 @@ func (x *Executor) takenHop(ctx context.Context, t *a2a.Task, v any) (*Hop, erro
 	if !r.Digest.Equal(h.Offer.Digest()) || r.State == store.Received || r.State == store.Rejected {
 		return nil, fmt.Errorf("task %s: hop %s of %q was not taken with this offer", t.ID, o.Hop, o.Iss)
 	}
-	return &Hop{Iss: o.Iss, Hop: o.Hop, Offer: o, Handoff: h}, nil
+	return &Hop{Iss: o.Iss, ID: o.Hop, Offer: o, Handoff: h}, nil
 }
 
 // followUp runs the agent for a message without a Handoff in a task taken
@@ -100,19 +100,19 @@ func (x *Executor) takenHop(ctx context.Context, t *a2a.Task, v any) (*Hop, erro
 // task unchanged).
 func (x *Executor) followUp(ctx context.Context, rc *a2asrv.RequestContext, q eventqueue.Queue, h *Hop) error {
 	if !x.authenticated(ctx, h.Iss) {
-		return x.refuse(ctx, rc, q, nil, fmt.Sprintf("refused: a follow-up message in the task of hop %s is taken only from the offer's issuer %q, authenticated by the host", h.Hop, h.Iss))
+		return x.refuse(ctx, rc, q, nil, fmt.Sprintf("refused: a follow-up message in the task of hop %s is taken only from the offer's issuer %q, authenticated by the host", h.ID, h.Iss))
 	}
-	rec, err := x.cfg.Delegate.Store.Get(ctx, h.Iss, h.Hop)
+	rec, err := x.cfg.Delegate.Store.Get(ctx, h.Iss, h.ID)
 	if err != nil {
-		return fmt.Errorf("a2ahandoff: reading hop %s: %w", h.Hop, err)
+		return fmt.Errorf("a2ahandoff: reading hop %s: %w", h.ID, err)
 	}
 	switch {
 	case rec.Equivocated:
-		return x.refuse(ctx, rc, q, nil, fmt.Sprintf("refused: hop %s was equivocated; its work does not go on", h.Hop))
+		return x.refuse(ctx, rc, q, nil, fmt.Sprintf("refused: hop %s was equivocated; its work does not go on", h.ID))
 	case rec.Canceled:
-		return x.refuse(ctx, rc, q, nil, fmt.Sprintf("refused: hop %s was canceled by the delegator", h.Hop))
+		return x.refuse(ctx, rc, q, nil, fmt.Sprintf("refused: hop %s was canceled by the delegator", h.ID))
 	case rec.State != store.Accepted:
-		return x.refuse(ctx, rc, q, nil, fmt.Sprintf("refused: hop %s is %s; its work does not go on", h.Hop, rec.State))
+		return x.refuse(ctx, rc, q, nil, fmt.Sprintf("refused: hop %s is %s; its work does not go on", h.ID, rec.State))
 	}
 	return x.run(ctx, rc, q, h)
 }
@@ -178,6 +178,6 @@ func (x *Executor) taskFor(ctx context.Context, iss, hop string) a2a.TaskID {
 func (x *Executor) inTask(h *Hop, task a2a.TaskID) bool {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	t, ok := x.tasks[[2]string{h.Iss, h.Hop}]
+	t, ok := x.tasks[[2]string{h.Iss, h.ID}]
 	return !ok || t.id == task
 }

@@ -17,11 +17,10 @@ import (
 // is stopped. The work's outcome is still recorded when known (decision
 // 16): a cancel does not show that the work took no effect.
 func (s *Server) cancelled(ctx context.Context, p *mcp.CancelledParams) error {
-	v, ok := p.Meta[Key]
+	el, ok, err := StatusFrom(p.Meta)
 	if !ok {
 		return nil // a plain MCP cancel: the request's business only
 	}
-	el, err := StatusElement(v)
 	if err != nil {
 		return err
 	}

@@ -156,7 +156,7 @@ func TestLosingDeliveryAppliesHeldCancel(t *testing.T) {
 	if !ok {
 		t.Fatal("the winner's reply carries no status")
 	}
-	sel, err := mcphandoff.StatusElement(sv)
+	sel, _, err := mcphandoff.StatusFrom(map[string]any{mcphandoff.Key: sv})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -220,7 +220,7 @@ func TestCanceledCallIsToolError(t *testing.T) {
 	if !ok {
 		t.Fatal("no accepted status in the canceled call's answer")
 	}
-	if el, err := mcphandoff.StatusElement(sv); err != nil {
+	if el, _, err := mcphandoff.StatusFrom(map[string]any{mcphandoff.Key: sv}); err != nil {
 		t.Fatal(err)
 	} else if _, s, _ := handoff.UnsafeDecode(el); s == nil || s.State != handoff.StateAccepted {
 		t.Fatalf("status %+v; want accepted", s)

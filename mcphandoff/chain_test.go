@@ -317,7 +317,7 @@ func verifiedStatus(t *testing.T, e *env, res *mcp.CallToolResult, offer handoff
 	if !ok {
 		t.Fatalf("no status in the result's _meta: %q", textOf(res))
 	}
-	el, err := mcphandoff.StatusElement(sv)
+	el, _, err := mcphandoff.StatusFrom(map[string]any{mcphandoff.Key: sv})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -333,7 +333,7 @@ func verifiedStatus(t *testing.T, e *env, res *mcp.CallToolResult, offer handoff
 
 func verifiedOctets(t *testing.T, res *mcp.CallToolResult) []byte {
 	t.Helper()
-	el, err := mcphandoff.StatusElement(res.Meta[mcphandoff.Key])
+	el, _, err := mcphandoff.StatusFrom(res.Meta)
 	if err != nil {
 		t.Fatal(err)
 	}

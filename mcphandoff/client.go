@@ -380,11 +380,10 @@ func (c *Client) send(ctx context.Context, cs *mcp.ClientSession, hop string, s 
 		return nil, err
 	}
 	r := &Reply{Result: res}
-	sv, ok := res.Meta[Key]
+	el, ok, err := StatusFrom(res.Meta)
 	if !ok {
 		return r, nil
 	}
-	el, err := StatusElement(sv)
 	if err != nil {
 		return r, err
 	}

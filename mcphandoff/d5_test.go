@@ -52,7 +52,7 @@ func TestD5CopyOverMCP(t *testing.T) {
 			if !ok {
 				t.Fatal("the copy got no status")
 			}
-			st, err := mcphandoff.StatusElement(sv)
+			st, _, err := mcphandoff.StatusFrom(map[string]any{mcphandoff.Key: sv})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -38,10 +38,10 @@ func FuzzMeta(f *testing.F) {
 			}
 			_, _ = handoff.ParseHandoff(b, handoff.Limits{})
 		}
-		el, err := mcphandoff.StatusElement(v)
+		el, _, err := mcphandoff.StatusFrom(map[string]any{mcphandoff.Key: v})
 		if err != nil {
 			if !errors.Is(err, mcphandoff.ErrMeta) {
-				t.Fatalf("StatusElement error not ErrMeta: %v", err)
+				t.Fatalf("StatusFrom error not ErrMeta: %v", err)
 			}
 			return
 		}

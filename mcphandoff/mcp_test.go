@@ -570,7 +570,7 @@ func TestStatuses(t *testing.T) {
 						}
 						return
 					}
-					el, err := mcphandoff.StatusElement(sv)
+					el, _, err := mcphandoff.StatusFrom(map[string]any{mcphandoff.Key: sv})
 					if err != nil {
 						t.Fatal(err)
 					}

@@ -20,7 +20,7 @@ const Key = "quantumlearningmachines.com/agent-handoff"
 
 // ErrMeta is the sentinel of a _meta value that does not carry the handoff
 // context in the form this package defines (see HandoffOctets and
-// StatusElement).
+// StatusFrom).
 var ErrMeta = errors.New("mcphandoff: malformed _meta value")
 
 // b64 is base64url without padding, strict (no padding, canonical bits):
@@ -98,11 +98,22 @@ func HandoffOctets(v any) ([]byte, error) {
 // compact JWS, or the COSE_Sign1 in base64url (handoff.Element.Text).
 func StatusValue(st handoff.Element) string { return st.Text() }
 
-// StatusElement reads a signed status from a _meta value: a string holding
-// a compact JWS or a base64url COSE_Sign1. Anything else wraps ErrMeta. The
-// signature and parties are not checked here (delegator.Intake,
-// delegate.Cancel and handoff.VerifyStatus do that).
-func StatusElement(v any) (handoff.Element, error) {
+// StatusFrom reads the signed status under Key in a _meta map (of a tool
+// result or a notifications/cancelled), as a2ahandoff.StatusFrom reads
+// A2A metadata: ok is false when there is none; a value that is not a
+// string holding a compact JWS or a base64url COSE_Sign1 is an error
+// wrapping ErrMeta. The signature and parties are not checked here
+// (delegator.Intake, delegate.Cancel and handoff.VerifyStatus do that).
+func StatusFrom(meta map[string]any) (st handoff.Element, ok bool, err error) {
+	v, ok := meta[Key]
+	if !ok {
+		return handoff.Element{}, false, nil
+	}
+	st, err = statusValue(v)
+	return st, true, err
+}
+
+func statusValue(v any) (handoff.Element, error) {
 	s, ok := v.(string)
 	if !ok {
 		return handoff.Element{}, fmt.Errorf("%w: the status under %q is a %T, want a string (compact JWS or base64url COSE)", ErrMeta, Key, v)

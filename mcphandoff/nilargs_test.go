@@ -140,7 +140,7 @@ func TestNilAndZeroArguments(t *testing.T) {
 		{"HandoffValue: nil Handoff", "got nil", func() error { _, err := mcphandoff.HandoffValue(nil, handoff.JSON); return err }},
 		{"HandoffOctets: empty RawMessage", "is empty", func() error { _, err := mcphandoff.HandoffOctets(json.RawMessage(nil)); return err }},
 		{"HandoffOctets: nil", "is null", func() error { _, err := mcphandoff.HandoffOctets(nil); return err }},
-		{"StatusElement: nil", "want a string", func() error { _, err := mcphandoff.StatusElement(nil); return err }},
+		{"StatusFrom: a nil value", "want a string", func() error { _, _, err := mcphandoff.StatusFrom(map[string]any{mcphandoff.Key: nil}); return err }},
 		{"StrictHandler: nil handler answers 500", "500", func() error {
 			w := httptest.NewRecorder()
 			mcphandoff.StrictHandler(nil).ServeHTTP(w, httptest.NewRequest(http.MethodPost, "/", strings.NewReader("{}")))

@@ -43,9 +43,9 @@ func (s *seen) ran(h *a2ahandoff.Hop) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if h.Result != nil {
-		s.hops[h.Hop] = h
+		s.hops[h.ID] = h
 	}
-	s.runs[h.Hop]++
+	s.runs[h.ID]++
 }
 
 // end notes that a run of the agent's code for hop returned.
@@ -125,12 +125,12 @@ type plannerAgent struct {
 func newPlannerAgent(w *World) *plannerAgent { return &plannerAgent{w: w, seen: newSeen()} }
 
 func (p *plannerAgent) Execute(ctx context.Context, rc *a2asrv.RequestContext, q eventqueue.Queue) error {
-	h, ok := a2ahandoff.Received(ctx)
-	if !ok {
+	h := a2ahandoff.HopFrom(ctx)
+	if h == nil {
 		return fmt.Errorf("planner: no hop in the context")
 	}
 	p.ran(h)
-	defer p.end(h.Hop)
+	defer p.end(h.ID)
 	text := textOf(rc.Message)
 	if strings.HasPrefix(text, "Estimate") {
 		return q.Write(ctx, reply("about two hours"))
@@ -138,14 +138,14 @@ func (p *plannerAgent) Execute(ctx context.Context, rc *a2asrv.RequestContext, q
 	// Not blocking: the reply names the coder's task at once, so that a
 	// cancel can follow it down while the coder works.
 	r, err := p.w.plannerHand.Offer(ctx, delegator.Offer{Aud: idOf(Coder), Dialog: h.Offer.Dialog,
-		Work: "code for hop " + h.Hop, From: h.Handoff},
+		Work: "code for hop " + h.ID, From: h.Handoff},
 		a2a.NewMessage(a2a.MessageRoleUser, a2a.TextPart{Text: "Implement: " + text}),
 		&a2a.MessageSendConfig{Blocking: new(false)})
 	if err != nil {
 		return err
 	}
 	p.mu.Lock()
-	p.downs[h.Hop] = r.Hop
+	p.downs[h.ID] = r.Hop
 	p.reply[r.Hop] = r
 	p.mu.Unlock()
 	for r.Task == nil || !r.Task.Status.State.Terminal() {
@@ -183,23 +183,23 @@ type coderAgent struct {
 func newCoderAgent(w *World) *coderAgent { return &coderAgent{w: w, seen: newSeen()} }
 
 func (c *coderAgent) Execute(ctx context.Context, rc *a2asrv.RequestContext, q eventqueue.Queue) error {
-	h, ok := a2ahandoff.Received(ctx)
-	if !ok {
+	h := a2ahandoff.HopFrom(ctx)
+	if h == nil {
 		return fmt.Errorf("coder: no hop in the context")
 	}
 	c.ran(h)
-	defer c.end(h.Hop)
+	defer c.end(h.ID)
 	suite := "unit"
 	if strings.Contains(textOf(rc.Message), "storage layer") {
 		suite = "full" // a long suite: it runs until it is canceled
 	}
 	hh, iss, err := c.w.coderDl.Offer(ctx, delegator.Offer{Aud: idOf(Tester), Dialog: c.w.coderSess.ID(),
-		Work: "tests for hop " + h.Hop, From: h.Handoff})
+		Work: "tests for hop " + h.ID, From: h.Handoff})
 	if err != nil {
 		return err
 	}
 	c.mu.Lock()
-	c.downs[h.Hop] = iss.Hop
+	c.downs[h.ID] = iss.Hop
 	c.mu.Unlock()
 	r, err := c.w.coderMCP.Call(ctx, c.w.coderSess, &mcp.CallToolParams{Name: "run-tests", Arguments: map[string]any{"suite": suite}}, hh)
 	if err != nil {
