@@ -92,7 +92,7 @@ func TestReceiveChainQualityD7(t *testing.T) {
 		{"truncated CBOR map", "D7 unchecked: never decoded", hexIn(0xa2, 0x65, 'o', 'f', 'f', 'e', 'r'), Rejected, ReasonBadSignature, ChainUnchecked},
 		{"Handoff too deep", "D7 unchecked: never decoded; issue 13: policy", jsonText(`{"offer":"a.b.c","x":` + strings.Repeat("[", MaxNesting) + strings.Repeat("]", MaxNesting) + `}`), Rejected, ReasonPolicy, ChainUnchecked},
 		{"over the size bound", "D7 unchecked: over the Handoff size bound (SPEC 4: policy)", func(*fixture) []byte {
-			return []byte(`{"offer":"` + strings.Repeat("a", DefaultLimits.MaxHandoff) + `"}`)
+			return []byte(`{"offer":"` + strings.Repeat("a", defaultLimits.MaxHandoff) + `"}`)
 		}, Rejected, ReasonPolicy, ChainUnchecked},
 		{"full chain", "D7 full", func(f *fixture) []byte {
 			return encode(t, f.path([]Form{FormJWS}, "origin", "planner", "me"), JSON)
@@ -293,7 +293,7 @@ func TestParseHandoffLongChain(t *testing.T) {
 	}
 	for _, enc := range []Encoding{JSON, CBOR} {
 		b := encode(t, h, enc)
-		if readHandoff(b, enc, DefaultLimits.MaxChain) != nil {
+		if readHandoff(b, enc, defaultLimits.MaxChain) != nil {
 			t.Errorf("%v: readHandoff took a chain of 20 with a limit of 16", enc)
 		}
 		if got := readHandoff(b, enc, 20); got == nil || len(got.Chain) != 20 {

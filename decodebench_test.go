@@ -59,7 +59,7 @@ func benchDecode(b *testing.B, f Form) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		p, err := parseElement(h.Offer, "offer", DefaultLimits)
+		p, err := parseElement(h.Offer, "offer", defaultLimits)
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -163,7 +163,7 @@ func checkFastMatchesTree(t *testing.T, in []byte, isCBOR bool, what int, tight,
 	if isCBOR {
 		enc = CBOR
 	}
-	lim := DefaultLimits
+	lim := defaultLimits
 	if tight {
 		lim.MaxRefs, lim.MaxDetail = 2, 8
 	}

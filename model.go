@@ -128,11 +128,16 @@ type Limits struct {
 	MaxChain   int // elements of a chain (not counting the offer); default 16
 }
 
-// DefaultLimits are the bounds used where none are given.
-var DefaultLimits = Limits{MaxHandoff: 1 << 20, MaxElement: 64 << 10, MaxRefs: 64, MaxDetail: 4 << 10, MaxChain: 16}
+// DefaultLimits returns the bounds used where none are given (a Limits
+// field left zero takes its default): a value, so that no caller can
+// change what every other one accepts.
+func DefaultLimits() Limits { return defaultLimits }
+
+// defaultLimits are the bounds used where none are given.
+var defaultLimits = Limits{MaxHandoff: 1 << 20, MaxElement: 64 << 10, MaxRefs: 64, MaxDetail: 4 << 10, MaxChain: 16}
 
 func (l Limits) withDefaults() Limits {
-	d := DefaultLimits
+	d := defaultLimits
 	if l.MaxHandoff > 0 {
 		d.MaxHandoff = l.MaxHandoff
 	}
@@ -1286,8 +1291,8 @@ func checkDigest(member string, d *Digest) error {
 }
 
 func checkRefs(refs []ContextRef) error {
-	if len(refs) > DefaultLimits.MaxRefs {
-		return overBound("refs", "%d refs exceed the limit of %d", len(refs), DefaultLimits.MaxRefs)
+	if len(refs) > defaultLimits.MaxRefs {
+		return overBound("refs", "%d refs exceed the limit of %d", len(refs), defaultLimits.MaxRefs)
 	}
 	for i := range refs {
 		r := &refs[i]
@@ -1359,8 +1364,8 @@ func (s *Status) check() error {
 	if !validState(s.State) {
 		return malformed("state", "%q is not a state", s.State)
 	}
-	if len(s.Detail) > DefaultLimits.MaxDetail {
-		return overBound("detail", "%d octets exceed the limit of %d", len(s.Detail), DefaultLimits.MaxDetail)
+	if len(s.Detail) > defaultLimits.MaxDetail {
+		return overBound("detail", "%d octets exceed the limit of %d", len(s.Detail), defaultLimits.MaxDetail)
 	}
 	return checkRefs(s.Refs)
 }
@@ -1368,10 +1373,10 @@ func (s *Status) check() error {
 // DecodeOffer strictly decodes an offer payload (not a signed offer: see
 // Receiver.Receive). Unknown members are kept in Extra.
 func DecodeOffer(payload []byte, enc Encoding) (*Offer, error) {
-	return decodeOfferPayload(payload, enc, DefaultLimits, "", false)
+	return decodeOfferPayload(payload, enc, defaultLimits, "", false)
 }
 
 // DecodeStatus strictly decodes a status payload.
 func DecodeStatus(payload []byte, enc Encoding) (*Status, error) {
-	return decodeStatusPayload(payload, enc, DefaultLimits, "", false)
+	return decodeStatusPayload(payload, enc, defaultLimits, "", false)
 }

@@ -133,10 +133,10 @@ func VerifyStatus(status, offer Element, o StatusOptions) (*VerifiedStatus, erro
 // its signature: for display (inspect) and for a delegator reading back its
 // own offer. Exactly one of the results is non-nil on success.
 func UnsafeDecode(e Element) (*Offer, *Status, error) {
-	if o, err := parseElement(e, "offer", DefaultLimits); err == nil {
+	if o, err := parseElement(e, "offer", defaultLimits); err == nil {
 		return o.offer, nil, nil
 	}
-	p, err := parseElement(e, "status", DefaultLimits)
+	p, err := parseElement(e, "status", defaultLimits)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -147,11 +147,11 @@ func UnsafeDecode(e Element) (*Offer, *Status, error) {
 // or status) against the keys bound to its iss, and returns the key that
 // verified it. It checks nothing else (no freshness, audience or links).
 func VerifyElement(e Element, keys KeySource) (*trust.Key, error) {
-	p, err := parseElement(e, "offer", DefaultLimits)
+	p, err := parseElement(e, "offer", defaultLimits)
 	iss := ""
 	if err == nil {
 		iss = p.offer.Iss
-	} else if p, err = parseElement(e, "status", DefaultLimits); err == nil {
+	} else if p, err = parseElement(e, "status", defaultLimits); err == nil {
 		iss = p.status.Iss
 	} else {
 		return nil, err

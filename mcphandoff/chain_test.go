@@ -206,7 +206,7 @@ func TestChainOverMCP(t *testing.T) {
 		{"too deep: 17 elements", `D6: the length first, before any element is parsed: too-deep`,
 			func(c *chainSigner) *handoff.Handoff {
 				a := c.offer(planner, other, nil)
-				chain := make([]handoff.Element, handoff.DefaultLimits.MaxChain+1)
+				chain := make([]handoff.Element, handoff.DefaultLimits().MaxChain+1)
 				for i := range chain {
 					chain[i] = a
 				}

@@ -43,7 +43,7 @@ type ServerConfig struct {
 	// unchecked. Otherwise such a call is refused with a tool error.
 	AllowPlain bool
 	// Limits bound the Handoff read to find its iss for Authenticated;
-	// the delegate applies its own (zero: handoff.DefaultLimits).
+	// the delegate applies its own (zero: handoff.DefaultLimits()).
 	Limits handoff.Limits
 	// Results is how many tool results of finished hops are kept in
 	// memory to answer a retransmission with the result as well as the

@@ -22,7 +22,7 @@ func cmdInspect(e env, args []string) error {
 	if len(pos) != 1 {
 		return usagef("want exactly one FILE")
 	}
-	b, err := readBounded(pos[0], handoff.DefaultLimits.MaxHandoff)
+	b, err := readBounded(pos[0], handoff.DefaultLimits().MaxHandoff)
 	if err != nil {
 		return err
 	}

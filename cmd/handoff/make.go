@@ -164,7 +164,7 @@ func (u *unixFlag) now() time.Time {
 // readHandoff reads and decodes a Handoff file for offer --from and
 // status --from.
 func readHandoff(path string) (*handoff.Handoff, error) {
-	b, err := readBounded(path, handoff.DefaultLimits.MaxHandoff)
+	b, err := readBounded(path, handoff.DefaultLimits().MaxHandoff)
 	if err != nil {
 		return nil, err
 	}

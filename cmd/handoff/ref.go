@@ -84,8 +84,8 @@ func parseIndexed(v string) (int, string, error) {
 		return 0, "", fmt.Errorf("INDEX %q is not a 0-based decimal index", is)
 	}
 	i, err := strconv.Atoi(is)
-	if err != nil || i >= handoff.DefaultLimits.MaxRefs {
-		return 0, "", fmt.Errorf("INDEX %s is out of range: an offer has at most %d refs (0-%d)", is, handoff.DefaultLimits.MaxRefs, handoff.DefaultLimits.MaxRefs-1)
+	if err != nil || i >= handoff.DefaultLimits().MaxRefs {
+		return 0, "", fmt.Errorf("INDEX %s is out of range: an offer has at most %d refs (0-%d)", is, handoff.DefaultLimits().MaxRefs, handoff.DefaultLimits().MaxRefs-1)
 	}
 	if val == "" {
 		return 0, "", fmt.Errorf("%q has an empty value", v)

@@ -97,7 +97,7 @@ func cmdVerify(e env, args []string) error {
 	var skew, maxLife time.Duration
 	fs.Var(skewFlag{&skew}, "skew", "clock skew allowed, seconds (default 60; 0 for none)")
 	fs.Var(secondsFlag{&maxLife}, "max-lifetime", "maximum exp - iat, seconds (default 300)")
-	maxChain := fs.Int("max-chain", handoff.DefaultLimits.MaxChain, "maximum chain length")
+	maxChain := fs.Int("max-chain", handoff.DefaultLimits().MaxChain, "maximum chain length")
 	dialog := fs.String("dialog", "", "the host message's dialog id")
 	full := fs.Bool("require-full-chain", false, "reject an offer with a prev whose chain is not full")
 	stateDir := fs.String("state", "", "keep the replay memory in `DIR` across runs")
@@ -128,7 +128,7 @@ func cmdVerify(e env, args []string) error {
 	// Read every file before judging any: an unreadable one exits 2 with
 	// no verdict lines. A file over the Handoff bound is not read; it gets
 	// a "policy" line.
-	lim := handoff.DefaultLimits
+	lim := handoff.DefaultLimits()
 	lim.MaxChain = *maxChain
 	inputs := make([][]byte, len(files))
 	tooLarge := make([]bool, len(files))
@@ -266,7 +266,7 @@ func cmdVerifyStatus(e env, args []string) error {
 	}
 	inputs := make([][]byte, len(files))
 	for i, f := range files {
-		if inputs[i], err = readBounded(f, handoff.DefaultLimits.MaxElement*2); err != nil {
+		if inputs[i], err = readBounded(f, handoff.DefaultLimits().MaxElement*2); err != nil {
 			return err
 		}
 	}
