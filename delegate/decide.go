@@ -79,7 +79,11 @@ func (d *Delegate) decide(ctx context.Context, iss, hop string, to store.State, 
 			// Never accepted once canceled (Lifecycle: offered -> canceled).
 			target, rsn, detail = store.Rejected, handoff.ReasonPolicy, "canceled by the delegator before the work was accepted"
 		}
-		st, err := d.sign(o, r.Digest, handoff.State(target), rsn, detail, nil)
+		ws, err := target.Wire()
+		if err != nil {
+			return target, nil, err
+		}
+		st, err := d.sign(o, r.Digest, ws, rsn, detail, nil)
 		return target, st, err
 	})
 	if err != nil {
@@ -225,7 +229,11 @@ func (d *Delegate) status(r *store.Record, out Outcome) (*handoff.Element, error
 	if r.Equivocated && out.State == store.Failed {
 		reason = handoff.ReasonEquivocation
 	}
-	return d.sign(o, r.Digest, handoff.State(out.State), reason, out.Detail, out.Refs)
+	ws, err := out.State.Wire()
+	if err != nil {
+		return nil, err
+	}
+	return d.sign(o, r.Digest, ws, reason, out.Detail, out.Refs)
 }
 
 // Finish records a known outcome of work whose effect is outside the

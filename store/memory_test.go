@@ -4,6 +4,7 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/quantumlearningmachines/handoff"
 	"github.com/quantumlearningmachines/handoff/store"
 	"github.com/quantumlearningmachines/handoff/store/storetest"
 )
@@ -35,5 +36,21 @@ func TestHopErrorNamesTheHop(t *testing.T) {
 	}
 	if store.AtHop(nil, "a", "b") != nil {
 		t.Fatal("AtHop(nil) is not nil")
+	}
+}
+
+// A hop state maps to the status state that reports it, checked: the
+// same word for the four decided states, none for received.
+func TestStateWire(t *testing.T) {
+	for s, want := range map[store.State]handoff.State{store.Accepted: handoff.StateAccepted, store.Rejected: handoff.StateRejected,
+		store.Completed: handoff.StateCompleted, store.Failed: handoff.StateFailed} {
+		if got, err := s.Wire(); err != nil || got != want {
+			t.Errorf("%s.Wire() = %q, %v; want %q", s, got, err, want)
+		}
+	}
+	for _, s := range []store.State{store.Received, "", "canceled"} {
+		if got, err := s.Wire(); err == nil {
+			t.Errorf("%q.Wire() = %q; want an error", s, got)
+		}
 	}
 }

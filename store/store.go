@@ -50,6 +50,23 @@ func (s State) Valid() bool {
 // Terminal reports whether the delegate has sent its last word on the hop.
 func (s State) Terminal() bool { return s == Rejected || s == Completed || s == Failed }
 
+// Wire is the status state that reports a hop in s (draft "Lifecycle"):
+// the same word, checked. Received has none: nothing is sent for a hop
+// not yet decided.
+func (s State) Wire() (handoff.State, error) {
+	switch s {
+	case Accepted:
+		return handoff.StateAccepted, nil
+	case Rejected:
+		return handoff.StateRejected, nil
+	case Completed:
+		return handoff.StateCompleted, nil
+	case Failed:
+		return handoff.StateFailed, nil
+	}
+	return "", fmt.Errorf("store: a hop in state %q has no status to send", s)
+}
+
 // CanMove reports whether the lifecycle allows from -> to (draft
 // "Lifecycle"): at most one of accepted and rejected, at most one of
 // completed and failed, never rejected once taken, completed or failed
