@@ -27,18 +27,22 @@
 // The delegate checks a Handoff in the draft's order ([Receiver.Receive]):
 //
 //  1. the offer's signature, with a key bound to its iss ([KeySource],
-//     package trust); a signature that does not verify is bad-signature;
+//     package trust): untrusted-key when no key is bound, bad-signature
+//     when the signature (or the element's form) does not hold;
 //  2. its audience is this agent (wrong-audience);
 //  3. it is fresh: issued lately, not expired, a lifetime within bounds
 //     (stale);
 //  4. its (iss, hop) was not seen before ([ReplayMemory]): the same signed
 //     content again is a retransmission, answered with the hop's status,
-//     never processed again; other signed content is an equivocation;
+//     never processed again; other signed content is an equivocation; an
+//     offer the memory may have lost (issued before [Options.Since]) is
+//     replay;
 //  5. the dialog is the host message's (policy);
 //  6. the chain: each element verifies, and each links to the next
-//     (broken-chain); [ChainQuality] says how much of it was checked;
+//     (broken-chain), with no cycle (cycle) and within the length bound
+//     (too-deep); [ChainQuality] says how much of it was checked;
 //  7. the offer's context references ([ContextRef]) against what they
-//     name ([RefCheck], package refs).
+//     name ([RefCheck], package refs): unverifiable-ref, ref-mismatch.
 //
 // Each failure is a [*CheckError] that names its [Reason] (one per draft
 // code), the step, the hop, the chain index and the member; errors.Is

@@ -116,9 +116,17 @@ func (x *Executor) run(ctx context.Context, rc *a2asrv.RequestContext, q eventqu
 		return fmt.Errorf("a2ahandoff: reading hop %s: %w", h.ID, err)
 	} else if rec.Canceled || rec.Equivocated {
 		cancel(errStopped)
+		h.mu.Lock()
+		h.run = nil // the agent's code never runs for it
+		h.mu.Unlock()
 		return r.after(ctx, nil)
 	}
 	err := x.agent.Execute(context.WithValue(runCtx, runKey{}, r), rc, &queue{Queue: q, r: r})
+	// The agent's code has returned: a Declare from now on reaches no
+	// run (an error), and the Hop no longer holds the run's request.
+	h.mu.Lock()
+	h.run = nil
+	h.mu.Unlock()
 	return r.after(ctx, err)
 }
 
@@ -206,7 +214,7 @@ func (r *run) settle(ctx context.Context, detail, unknown string) {
 }
 
 // failure is the outcome of work that did not complete: the agent's
-// Report, or "failed" with no effect when the agent declared it
+// Declare, or "failed" with no effect when the agent declared it
 // (NoEffectUnlessCompleted), or nil: unknown.
 func (r *run) failure(detail string) *delegate.Outcome {
 	r.mu.Lock()

@@ -39,7 +39,7 @@ type ServerConfig struct {
 	// NoEffectUnlessCompleted declares that the agent's work takes no
 	// effect unless it completes (it is read-only, or it commits at the
 	// end): an error, a FAILED or REJECTED state, or a stop (cancel,
-	// equivocation) without a Report then becomes "failed" with no refs.
+	// equivocation) without a Declare then becomes "failed" with no refs.
 	// Without it the outcome of such a run is unknown: the hop stays
 	// "accepted" and is flagged to the operator (draft "Knowing the
 	// Outcome": the delegate never guesses).
@@ -248,7 +248,7 @@ type Hop struct {
 	Result *handoff.Result
 
 	mu  sync.Mutex
-	run *run // the run doing its work now (a follow-up message's replaces it)
+	run *run // the run doing its work while the agent's code runs; nil before and after
 }
 
 type runKey struct{}

@@ -161,8 +161,9 @@ func (d *Delegate) refreshSince(ctx context.Context) error {
 // Remember reads the record, so that a recorded hop stops at step 4 as
 // the draft orders (a retransmission is not processed again), when the
 // steps after it cost more than the read: the Handoff carries a chain
-// (step 6 verifies each element) or references are checked (step 7 may
-// fetch them). Otherwise steps 5-7 are a few comparisons, and the claim
+// (step 6 verifies each element), or the offer has refs and references
+// are checked (step 7 may fetch them). The record read is handed back
+// (readHolder), so the answer is built without a second read. Otherwise steps 5-7 are a few comparisons, and the claim
 // finds the record as a read would, for one write and no read (decision
 // 69).
 type lookupOnly struct {
@@ -170,8 +171,15 @@ type lookupOnly struct {
 	refs bool // step 7 runs a reference check
 }
 
-// costlyLater marks a Receive whose Handoff carries a chain.
+// costlyLater is the context key of a Receive's readHolder.
 type costlyLater struct{}
+
+// readHolder carries, through the receiver, whether the Handoff has a
+// chain, and back the record Remember read.
+type readHolder struct {
+	chain bool
+	rec   *store.Record
+}
 
 func (l lookupOnly) Lookup(ctx context.Context, iss, hop string) (handoff.Seen, bool, error) {
 	r, err := l.s.Get(ctx, iss, hop)
@@ -185,15 +193,31 @@ func (l lookupOnly) Lookup(ctx context.Context, iss, hop string) (handoff.Seen, 
 	return seen, err == nil, err
 }
 
-func (l lookupOnly) Remember(ctx context.Context, iss, hop string, _ handoff.Element, seen handoff.Seen, _ time.Time) (handoff.Seen, bool, error) {
-	if !l.refs && ctx.Value(costlyLater{}) == nil {
+func (l lookupOnly) Remember(ctx context.Context, iss, hop string, offer handoff.Element, seen handoff.Seen, _ time.Time) (handoff.Seen, bool, error) {
+	held, _ := ctx.Value(costlyLater{}).(*readHolder)
+	costly := held != nil && held.chain
+	if !costly && l.refs {
+		// Step 7 runs a reference check only for an offer with refs: the
+		// payload, already verified, is read again (microseconds, where
+		// a store read may take a round trip).
+		o, _, err := handoff.UnsafeDecode(offer)
+		costly = err == nil && o != nil && len(o.Refs) > 0
+	}
+	if !costly {
 		return seen, true, nil
 	}
-	first, ok, err := l.Lookup(ctx, iss, hop)
-	if err != nil || ok {
-		return first, false, err
+	r, err := l.s.Get(ctx, iss, hop)
+	if errors.Is(err, store.ErrNotFound) {
+		return seen, true, nil
 	}
-	return seen, true, nil
+	if err != nil {
+		return handoff.Seen{}, false, err
+	}
+	if held != nil {
+		held.rec = r // ReceiveParsed answers from it, not from a second read
+	}
+	first, err := store.RecordSeen(r)
+	return first, false, err
 }
 
 func (d *Delegate) skew() time.Duration { return handoff.EffectiveSkew(d.cfg.Options.Skew) }

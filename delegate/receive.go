@@ -43,11 +43,8 @@ func (d *Delegate) Receive(ctx context.Context, b []byte, dialog string, authent
 // so that a carrier decodes a request's Handoff once
 // (handoff.Receiver.ReceiveParsed).
 func (d *Delegate) ReceiveParsed(ctx context.Context, h *handoff.Handoff, parseErr error, dialog string, authenticated bool) (*Answer, error) {
-	rctx := ctx
-	if h != nil && len(h.Chain) > 0 {
-		rctx = context.WithValue(ctx, costlyLater{}, true) // see lookupOnly
-	}
-	res, err := d.recv.Load().ReceiveParsed(rctx, h, parseErr, dialog)
+	held := &readHolder{chain: h != nil && len(h.Chain) > 0} // see lookupOnly
+	res, err := d.recv.Load().ReceiveParsed(context.WithValue(ctx, costlyLater{}, held), h, parseErr, dialog)
 	if res == nil {
 		return nil, err
 	}
@@ -61,9 +58,12 @@ func (d *Delegate) ReceiveParsed(ctx context.Context, h *handoff.Handoff, parseE
 	dg := *res.OfferDigest // computed once by the receiver; set whenever Offer is
 	switch res.Outcome {
 	case handoff.Retransmission, handoff.Equivocation:
-		r, err := d.cfg.Store.Get(ctx, o.Iss, o.Hop)
-		if err != nil {
-			return nil, err
+		r := held.rec // read at step 4, when it was
+		if r == nil {
+			var err error
+			if r, err = d.cfg.Store.Get(ctx, o.Iss, o.Hop); err != nil {
+				return nil, err
+			}
 		}
 		return d.seen(ctx, a, r, res.Handoff.Offer, authenticated)
 	case handoff.Rejected:

@@ -7,8 +7,48 @@ import (
 
 	"github.com/quantumlearningmachines/handoff"
 	"github.com/quantumlearningmachines/handoff/delegate"
+	"github.com/quantumlearningmachines/handoff/store"
 	"github.com/quantumlearningmachines/handoff/trust"
 )
+
+// countingGets is a hop store that counts its reads of one hop.
+type countingGets struct {
+	store.Store
+	n atomic.Int32
+}
+
+func (c *countingGets) Get(ctx context.Context, iss, hop string) (*store.Record, error) {
+	c.n.Add(1)
+	return c.Store.Get(ctx, iss, hop)
+}
+
+// Step 4 reads the store only when it saves work (decision 69): an offer
+// with no chain, and no refs for the reference check, is claimed with no
+// read, and its retransmission is answered from one read.
+func TestStep4ReadsOnlyWhenItSavesWork(t *testing.T) {
+	ctx := context.Background()
+	w := newWorld(t)
+	s := &countingGets{Store: w.freshStore()}
+	d := w.delegate(s, func(c *delegate.Config) {
+		c.Options.CheckRefs = func(_ context.Context, o *handoff.Offer) ([]handoff.RefOutcome, error) {
+			return make([]handoff.RefOutcome, len(o.Refs)), nil
+		}
+	})
+	b, _ := w.offer("") // no chain, no refs
+	if a, err := d.Receive(ctx, b, "ctx", true); err != nil || a.Outcome != handoff.Accepted {
+		t.Fatalf("Receive: %+v, %v", a, err)
+	}
+	if n := s.n.Load(); n != 0 {
+		t.Fatalf("%d reads for a new offer with no chain and no refs; want none", n)
+	}
+	s.n.Store(0)
+	if a, err := d.Receive(ctx, b, "ctx", true); err != nil || a.Outcome != handoff.Retransmission {
+		t.Fatalf("again: %+v, %v", a, err)
+	}
+	if got := s.n.Load(); got > 1 {
+		t.Fatalf("%d reads for a retransmission; want at most one", got)
+	}
+}
 
 // countingKeys counts the key look-ups of signature checks: one for the
 // offer, one more for each chain element verified.

@@ -29,8 +29,11 @@ type hopCtxKey struct{}
 
 // HopFrom returns the hop whose work runs in ctx (a tool handler's
 // context under Server's middleware), or nil when the call carried no
-// handoff.
+// handoff (or for a nil ctx), as a2ahandoff.HopFrom.
 func HopFrom(ctx context.Context) *Hop {
+	if ctx == nil {
+		return nil
+	}
 	h, _ := ctx.Value(hopCtxKey{}).(*Hop)
 	return h
 }
