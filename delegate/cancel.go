@@ -30,7 +30,11 @@ import (
 // (store.Store.HopOf), so a cancel reaching another replica, or this one
 // after a restart, still applies (decision 66).
 func (d *Delegate) Cancel(ctx context.Context, status handoff.Element, iss, hop string) (*store.Record, error) {
-	r, err := d.cfg.Store.Get(ctx, iss, hop)
+	var r *store.Record
+	err := store.AtHop(store.ErrNotFound, iss, hop) // no hop named: nothing to read by it
+	if hop != "" {
+		r, err = d.cfg.Store.Get(ctx, iss, hop)
+	}
 	if errors.Is(err, store.ErrNotFound) {
 		k, herr := d.hold(ctx, status)
 		if herr != nil {

@@ -3,6 +3,7 @@ package mcphandoff
 import (
 	"context"
 	"fmt"
+	"math"
 	"slices"
 	"time"
 )
@@ -12,20 +13,11 @@ import (
 // MaxAwaiting, are dropped on the way (and flagged).
 func (s *Server) await(ctx context.Context, k hopKey, p *pending) {
 	now := time.Now()
-	var dropped []hopKey
 	s.mu.Lock()
 	if _, ok := s.awaiting[k]; ok {
 		s.rorderAwait = slices.DeleteFunc(s.rorderAwait, func(x hopKey) bool { return x == k })
 	}
-	for len(s.rorderAwait) > 0 {
-		old := s.rorderAwait[0]
-		if len(s.rorderAwait) < s.cfg.MaxAwaiting && !now.After(s.awaiting[old].until) {
-			break
-		}
-		delete(s.awaiting, old)
-		s.rorderAwait = s.rorderAwait[1:]
-		dropped = append(dropped, old)
-	}
+	dropped := s.dropOldest(now, s.cfg.MaxAwaiting)
 	// The issuer's own quota: beyond it, its own oldest call goes, never
 	// another issuer's. The scan is linear in the calls kept (at most
 	// MaxAwaiting), like the removal above.
@@ -52,23 +44,30 @@ func (s *Server) await(ctx context.Context, k hopKey, p *pending) {
 	s.abandoned(ctx, dropped)
 }
 
-// expireAwaiting drops (and flags) the calls kept past AwaitTTL, and runs
-// again at the next one's end: an abandoned call is not kept, nor left
-// unflagged, for want of other traffic. The calls are kept oldest first,
-// each for AwaitTTL, so the first is the next to end.
-func (s *Server) expireAwaiting() {
-	now := time.Now()
+// dropOldest drops, oldest first, the calls kept past AwaitTTL at now and
+// those beyond the first keep-1, and returns them. s.mu is held.
+func (s *Server) dropOldest(now time.Time, keep int) []hopKey {
 	var dropped []hopKey
-	s.mu.Lock()
 	for len(s.rorderAwait) > 0 {
 		old := s.rorderAwait[0]
-		if p := s.awaiting[old]; p != nil && !now.After(p.until) {
+		if p := s.awaiting[old]; p != nil && len(s.rorderAwait) < keep && !now.After(p.until) {
 			break
 		}
 		delete(s.awaiting, old)
 		s.rorderAwait = s.rorderAwait[1:]
 		dropped = append(dropped, old)
 	}
+	return dropped
+}
+
+// expireAwaiting drops (and flags) the calls kept past AwaitTTL, and runs
+// again at the next one's end: an abandoned call is not kept, nor left
+// unflagged, for want of other traffic. The calls are kept oldest first,
+// each for AwaitTTL, so the first is the next to end.
+func (s *Server) expireAwaiting() {
+	now := time.Now()
+	s.mu.Lock()
+	dropped := s.dropOldest(now, math.MaxInt)
 	if len(s.rorderAwait) > 0 {
 		s.awaitTimer.Reset(time.Until(s.awaiting[s.rorderAwait[0]].until) + time.Millisecond)
 	} else {
