@@ -135,8 +135,12 @@ func overBound(member, format string, args ...any) error {
 	return &memberError{member: member, reason: ReasonPolicy, err: fmt.Errorf(format, args...)}
 }
 
-// prefixMember puts a parent member's name before a nested member error.
+// prefixMember puts a parent member's name before a nested member error
+// (nil stays nil).
 func prefixMember(parent string, err error) error {
+	if err == nil {
+		return nil
+	}
 	var me *memberError
 	if errors.As(err, &me) {
 		m := parent

@@ -360,3 +360,33 @@ func FuzzDecodeOfferPayload(f *testing.F) {
 // equalOffer compares two offers, Extra values included, with NaN equal
 // to itself.
 func equalOffer(a, b *handoff.Offer) bool { return handoff.DeepEqualNaN(a, b) }
+
+// FuzzDecodeStatusPayload: DecodeStatus never panics; a decoded status
+// encodes to octets that decode to the same status and encode again to
+// the same octets.
+func FuzzDecodeStatusPayload(f *testing.F) {
+	f.Add([]byte(`{"v":1,"type":"status","offer":{"alg":"sha-256","val":"47DEQpj8HBSa-_TImW-5JCeuQeRkm5NMpJWZG3hSuFU"},"iss":"a","aud":"b","iat":1,"state":"failed","reason":"policy","detail":"d","x":[1,{"y":null}]}`), false)
+	f.Add([]byte(`{"v":1,"type":"status","offer":{"alg":"x","val":"AA"},"iss":"a","aud":"b","iat":1,"state":"accepted","refs":[{"kind":"digest","dig":{"alg":"x","val":"AA"},"proof":1}]}`), false)
+	f.Add([]byte{0xa1, 0x61, 'v', 0x01}, true)
+	f.Fuzz(func(t *testing.T, in []byte, isCBOR bool) {
+		enc := handoff.JSON
+		if isCBOR {
+			enc = handoff.CBOR
+		}
+		s, err := handoff.DecodeStatus(in, enc)
+		if err != nil {
+			return
+		}
+		e1, err := s.Encode(enc)
+		if err != nil {
+			t.Fatalf("Encode(%v) of a decoded status: %v\nin: %q", enc, err, in)
+		}
+		s2, err := handoff.DecodeStatus(e1, enc)
+		if err != nil || !handoff.DeepEqualNaN(s, s2) {
+			t.Fatalf("status changed across Encode (%v):\n%#v\n%#v", err, s, s2)
+		}
+		if e2, err := s2.Encode(enc); err != nil || !bytes.Equal(e1, e2) {
+			t.Fatalf("second Encode differs (%v):\n%q\n%q", err, e1, e2)
+		}
+	})
+}

@@ -72,23 +72,24 @@ func ParseHandoff(b []byte, lim Limits) (*Handoff, error) {
 	if IsJSON(b) {
 		enc = JSON
 	}
-	if h := readHandoff(b, enc, lim.MaxChain); h != nil {
-		h.size = len(b)
-		return h, nil
-	}
-	// The fast reader declined: the generic path decides and names the
-	// fault (see readHandoff).
-	h, err := parseHandoffTree(b, enc)
+	h, err := decodeHandoff(b, enc)
 	if h != nil {
 		h.size = len(b)
 	}
 	return h, err
 }
 
-// parseHandoffTree is ParseHandoff over the value tree.
-func parseHandoffTree(b []byte, enc Encoding) (*Handoff, error) {
-	v, err := decodeTree(b, enc)
-	if err != nil {
+// handoffShape lists the members of a Handoff.
+var handoffShape = shape{"offer", "chain"}
+
+// decodeHandoff decodes a Handoff (see ParseHandoff for what it returns
+// on error).
+func decodeHandoff(b []byte, enc Encoding) (*Handoff, error) {
+	var d decoder
+	d.r.Reset(b, enc == CBOR, false)
+	h, fault := d.handoff(enc)
+	if d.r.End(); d.r.Err() != nil {
+		err := d.r.Err()
 		if enc == CBOR && looksLikeText(b) && !errors.Is(err, wire.ErrNesting) {
 			// Most likely a text file that is not a JSON object (a bare
 			// compact JWS, say): say so, not only what CBOR made of it.
@@ -96,194 +97,156 @@ func parseHandoffTree(b []byte, enc Encoding) (*Handoff, error) {
 		}
 		return nil, decodeError("", "Handoff: ", err)
 	}
-	// A map, even one that breaks the CDDL, is a Handoff as far as D7 is
-	// concerned: its chain quality is "absent" when it has no chain.
+	return h, fault
+}
+
+// handoff reads a Handoff. A map, even one that breaks the CDDL, is a
+// Handoff as far as D7 is concerned: its chain quality is "absent" when
+// it has no chain member. Of the faults, an offer that is not a signed
+// element at all comes first, then the chain's, then an offer whose
+// carriage breaks the data model.
+func (d *decoder) handoff(enc Encoding) (*Handoff, error) {
+	if d.r.Peek() != wire.KindMap {
+		v := d.r.Any()
+		return nil, malformed("", "the Handoff is %s, want a map with text keys", wire.TypeName(v))
+	}
+	d.r.Map()
 	h := &Handoff{}
-	if !isMap(v) {
-		h = nil
-	} else if hasChainMember(v) {
-		h.Chain = []Element{}
-	}
-	m, err := asMembers(v, "the Handoff")
-	if err != nil {
-		return h, err
-	}
-	ov, ok := m.take("offer")
-	if !ok {
-		return h, malformed("offer", "missing from the Handoff")
-	}
-	var offerErr error
-	h.Offer, offerErr = carried(ov, enc)
-	if offerErr != nil && h.Offer.Octets == nil {
-		return h, prefixMember("offer", offerErr)
-	}
-	if cv, ok := m.take("chain"); ok {
-		a, ok := cv.([]any)
-		if !ok {
-			return h, malformed("chain", "is %s, want an array", wire.TypeName(cv))
-		}
-		if len(a) == 0 {
-			return h, malformed("chain", "empty array")
-		}
-		chain := make([]Element, len(a))
-		for i, x := range a {
-			el, err := carried(x, enc)
-			if el.Octets == nil {
-				h.Chain = chain[:i]
-				return h, prefixMember(fmt.Sprintf("chain[%d]", i), err)
-			}
-			if err != nil {
-				// Text that is not a signed element in this encoding (base64url
-				// in CBOR, a malformed JWS) is a broken chain element (D6).
-				el = Element{Form: FormInvalid, Octets: []byte(x.(string))}
-			}
-			// Text that is neither a JWS nor base64url is a broken chain
-			// element (D6), not a malformed Handoff: keep it as FormInvalid.
-			chain[i] = el
-		}
-		h.Chain = chain
-	}
-	if offerErr != nil {
-		return h, prefixMember("offer", offerErr)
-	}
-	if h.Offer.Form == FormInvalid {
-		return h, malformed("offer", "text is neither a compact JWS nor base64url")
-	}
-	h.Extra = m.extra()
-	return h, nil
-}
-
-// isMap reports whether a decoded value is a map (of any keys).
-func isMap(v any) bool {
-	switch v.(type) {
-	case map[string]any, map[any]any, wire.Pairs:
-		return true
-	}
-	return false
-}
-
-// hasChainMember reports whether a decoded map has the text key "chain".
-func hasChainMember(v any) bool {
-	switch m := v.(type) {
-	case map[string]any:
-		_, ok := m["chain"]
-		return ok
-	case map[any]any:
-		_, ok := m["chain"]
-		return ok
-	case wire.Pairs:
-		for _, p := range m {
-			if k, ok := p.Key.(string); ok && k == "chain" {
-				return true
-			}
-		}
-	}
-	return false
-}
-
-// readHandoff decodes a Handoff straight from its octets with a
-// wire.Reader, reading each carried element's octets once. It accepts
-// exactly the Handoffs the generic path (value tree, then carried) accepts,
-// with the same result (FuzzDecodeFastMatchesTree), and declines the rest:
-// ParseHandoff then decodes again to decide and name the fault. It also
-// declines a chain of more than maxChain elements (which Receive rejects
-// as too-deep anyway), so that what it builds stays within the elements
-// a receiver checks; the generic path returns such a chain whole.
-func readHandoff(b []byte, enc Encoding, maxChain int) *Handoff {
-	var r wire.Reader
-	r.Reset(b, enc == CBOR, false)
-	h := &Handoff{}
-	var offer, chain bool
-	r.Map()
+	var f fields
 	for {
-		k, ok := r.Key()
+		k, ok := d.r.Key()
 		if !ok {
 			break
 		}
+		i := handoffShape.index(k)
 		switch {
-		case k == "offer" && !offer:
-			offer = true
-			var bad bool
-			h.Offer, bad = readCarried(&r, enc)
-			if bad || h.Offer.Form == FormInvalid {
-				r.Fail()
+		case i < 0:
+			d.extra(&h.Extra, k)
+		case !f.first(&d.r, i, k):
+		case i == 0:
+			el, err := d.carried(enc, false)
+			h.Offer = el
+			switch {
+			case err != nil && el.Octets == nil:
+				f.fail(0, prefixMember("offer", err))
+			case err != nil:
+				f.fail(2, prefixMember("offer", err))
+			case el.Form == FormInvalid:
+				f.fail(3, malformed("offer", "text is neither a compact JWS nor base64url"))
 			}
-		case k == "chain" && !chain:
-			chain = true
-			h.Chain = []Element{}
-			r.Array()
-			for r.More() {
-				if len(h.Chain) == maxChain {
-					r.Fail()
-					break
-				}
-				el, bad := readCarried(&r, enc)
-				if bad {
-					// Text that is not a signed element in this encoding is a
-					// broken chain element (D6), kept as its text.
-					el.Form = FormInvalid
-				}
-				h.Chain = append(h.Chain, el)
-			}
-			if len(h.Chain) == 0 {
-				r.Fail()
-			}
-		case k == "offer" || k == "chain":
-			r.Fail()
 		default:
-			extraMember(&r, &h.Extra, k)
+			h.Chain = []Element{}
+			f.fail(1, d.chain(h, enc))
 		}
 	}
-	if !r.End() || !offer {
-		return nil
+	if v, ok := d.r.NotText(); ok {
+		h = &Handoff{}
+		if m, ok := v.(map[any]any); ok {
+			if _, ok := m["chain"]; ok {
+				h.Chain = []Element{}
+			}
+		} else if ps, ok := v.(wire.Pairs); ok {
+			for _, p := range ps {
+				if k, ok := p.Key.(string); ok && k == "chain" {
+					h.Chain = []Element{}
+				}
+			}
+		}
+		return h, malformed("", "the Handoff is map, want a map with text keys")
 	}
-	return h
+	if f.seen&1 == 0 {
+		f.fail(0, malformed("offer", "missing from the Handoff"))
+	}
+	if f.fault != nil {
+		h.Extra = nil
+		return h, f.fault
+	}
+	return h, nil
 }
 
-// readCarried reads one signed element as carried does. bad reports text
-// whose carriage breaks the data model (D3); its Octets are then the text.
-// Anything but text (or, in CBOR, a byte string) fails the reader.
-func readCarried(r *wire.Reader, enc Encoding) (el Element, bad bool) {
-	switch r.Peek() {
+// chain reads the chain member into h.Chain: elements up to the first
+// that is not a signed element at all (the rest are read and dropped).
+// Text that is not a signed element in this encoding is a broken chain
+// element (D6), not a malformed Handoff: it is kept as FormInvalid.
+func (d *decoder) chain(h *Handoff, enc Encoding) error {
+	if d.r.Peek() != wire.KindArray {
+		return d.wrongType("chain", "an array")
+	}
+	var fault error
+	n := 0
+	d.r.Array()
+	for d.r.More() {
+		if fault != nil {
+			d.r.Any()
+			continue
+		}
+		el, err := d.carried(enc, true)
+		if err != nil {
+			fault = prefixMember(fmt.Sprintf("chain[%d]", n), err)
+			continue
+		}
+		if len(h.Chain) == cap(h.Chain) {
+			// Doubling: a hostile chain of one-octet elements costs two
+			// Elements per element over its growth (append's own growth,
+			// by a quarter for large slices, would cost five).
+			h.Chain = append(make([]Element, 0, max(4, 2*cap(h.Chain))), h.Chain...)
+		}
+		h.Chain = append(h.Chain, el)
+		n++
+	}
+	if n == 0 && fault == nil {
+		return malformed("chain", "empty array")
+	}
+	return fault
+}
+
+// carried reads one signed element as a Handoff carries it. JSON: text
+// (a JWS, or base64url COSE). CBOR: text (a JWS) or a byte string (COSE).
+// An element whose carriage breaks the data model has an error and,
+// where its octets are known, Octets; in the chain (inChain) such text
+// is a FormInvalid element instead, with no error. Only a value that is
+// not a signed element at all has neither octets nor, then, a form.
+func (d *decoder) carried(enc Encoding, inChain bool) (Element, error) {
+	switch d.r.Peek() {
 	case wire.KindBytes:
-		return Element{Form: FormCOSE, Octets: r.Bytes()}, false // Bytes fails in JSON
+		return Element{Form: FormCOSE, Octets: d.r.Bytes()}, nil
 	case wire.KindText:
 	default:
-		r.Fail()
-		return Element{}, false
+		v := d.r.Any()
+		return Element{}, malformed("", "is %s, want a signed element", wire.TypeName(v))
 	}
-	span, dots, ok := r.CompactText()
-	if !ok {
-		// Other characters, or escapes (in JSON): the general case.
-		text := r.Text()
-		el, err := carried(text, enc)
-		if err != nil {
-			return Element{Form: FormInvalid, Octets: []byte(text)}, true
+	t := d.r.TextBytes()
+	var el Element
+	var err error
+	if bytes.IndexByte(t, '.') >= 0 {
+		el = Element{Form: FormJWS, Octets: bytes.Clone(t)}
+		if !isJWSCompact(t) {
+			// Text with a period is a JWS (its octets give the digest), but
+			// one that is not three base64url parts breaks the CDDL (D3).
+			err = malformed("", "text with a period is not a JWS Compact Serialization")
 		}
-		return el, false
-	}
-	if dots > 0 {
-		el := Element{Form: FormJWS, Octets: append([]byte{}, span...)}
-		if dots != 2 || span[0] == '.' || span[len(span)-1] == '.' || bytes.Contains(span, []byte("..")) {
-			return el, true
-		}
-		return el, false
-	}
-	if dec, ok := (*digestSlab)(nil).b64uDecode(span); ok {
+	} else if dec, ok := (*digestSlab)(nil).b64uDecode(t); !ok {
+		return Element{Form: FormInvalid, Octets: bytes.Clone(t)}, nil // judged where it is checked
+	} else {
+		el = Element{Form: FormCOSE, Octets: dec}
 		if enc == CBOR {
-			return Element{Form: FormInvalid, Octets: append([]byte{}, span...)}, true
+			// In CBOR a COSE_Sign1 travels as a byte string; text must be
+			// a JWS (D3). Keep the octets for the digest.
+			err = malformed("", "CBOR carries COSE as a byte string, not base64url text")
 		}
-		return Element{Form: FormCOSE, Octets: dec}, false
 	}
-	return Element{Form: FormInvalid, Octets: append([]byte{}, span...)}, false
+	if err != nil && inChain {
+		return Element{Form: FormInvalid, Octets: bytes.Clone(t)}, nil
+	}
+	return el, err
 }
 
 // isJWSCompact reports whether s matches the CDDL's JwsCompact: three
 // non-empty runs of base64url characters separated by periods.
-func isJWSCompact(s string) bool {
+func isJWSCompact(s []byte) bool {
 	parts, run := 0, 0
-	for i := 0; i < len(s); i++ {
-		switch c := s[i]; {
+	for _, c := range s {
+		switch {
 		case c == '.':
 			if run == 0 {
 				return false
@@ -296,57 +259,4 @@ func isJWSCompact(s string) bool {
 		}
 	}
 	return parts == 2 && run > 0
-}
-
-// carried reads one signed element as a Handoff carries it. JSON: text
-// (JWS, or base64url COSE). CBOR: text (JWS) or a byte string (COSE). The
-// returned element has Octets set whenever its octets are known, even if
-// the carriage itself breaks the data model (err != nil).
-func carried(v any, enc Encoding) (Element, error) {
-	switch x := v.(type) {
-	case string:
-		el := elementFromText(x)
-		if el.Form == FormJWS && !isJWSCompact(x) {
-			// Text with a period is a JWS (its octets give the digest), but
-			// one that is not three base64url parts breaks the CDDL (D3).
-			return el, malformed("", "text with a period is not a JWS Compact Serialization")
-		}
-		if enc == CBOR && el.Form == FormCOSE {
-			// In CBOR a COSE_Sign1 travels as a byte string; text must be
-			// a JWS (D3). Keep the octets for the digest.
-			return el, malformed("", "CBOR carries COSE as a byte string, not base64url text")
-		}
-		return el, nil // FormInvalid text is judged where it is checked
-	case []byte:
-		if enc == JSON {
-			return Element{}, malformed("", "is a byte string")
-		}
-		return Element{Form: FormCOSE, Octets: x}, nil
-	}
-	return Element{}, malformed("", "is %s, want a signed element", wire.TypeName(v))
-}
-
-// Encode writes the Handoff in JSON or CBOR. The elements are written with
-// their octets unchanged.
-func (h *Handoff) Encode(enc Encoding) ([]byte, error) {
-	m := &wire.Map{}
-	m.Add("offer", carriedValue(h.Offer, enc))
-	if len(h.Chain) > 0 {
-		a := make([]any, len(h.Chain))
-		for i, e := range h.Chain {
-			a[i] = carriedValue(e, enc)
-		}
-		m.Add("chain", a)
-	}
-	if err := addExtra(m, h.Extra); err != nil {
-		return nil, err
-	}
-	return encodeTree(m, enc)
-}
-
-func carriedValue(e Element, enc Encoding) any {
-	if e.Form == FormCOSE && enc == CBOR {
-		return e.Octets
-	}
-	return e.Text()
 }

@@ -157,31 +157,6 @@ func TestCBORUnhashableKey(t *testing.T) {
 	}
 }
 
-// TestCompactText checks the word-at-a-time test against the one-octet
-// table on every octet value at every position of a word, and on the tail.
-func TestCompactText(t *testing.T) {
-	base := []byte("abcXYZ09-_.abcdefgh")
-	for c := 0; c < 256; c++ {
-		for pos := 0; pos < len(base); pos++ {
-			b := append([]byte(nil), base...)
-			b[pos] = byte(c)
-			wantOK, wantDots := true, 0
-			for _, x := range b {
-				if !compact[x] {
-					wantOK = false
-				}
-				if x == '.' {
-					wantDots++
-				}
-			}
-			dots, ok := compactText(b)
-			if ok != wantOK || ok && dots != wantDots {
-				t.Fatalf("compactText(%q) = %d, %v; want %d, %v", b, dots, ok, wantDots, wantOK)
-			}
-		}
-	}
-}
-
 // TestPlainASCII checks that plainASCII stops at or before the first octet
 // a string cannot copy as it is, and only before one.
 func TestPlainASCII(t *testing.T) {

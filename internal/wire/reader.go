@@ -1,7 +1,8 @@
 package wire
 
 import (
-	"bytes"
+	"errors"
+	"fmt"
 	"unicode/utf8"
 	"unsafe"
 )
@@ -10,23 +11,25 @@ import (
 // decoder that knows the shape it expects (the data model in the root
 // package is written once over it, for both encodings). It reads the
 // members the caller names without building the value tree; a value the
-// caller does not know (an unknown member) is read whole with Any, into the
-// same tree DecodeJSON and DecodeCBOR build.
+// caller does not know (an unknown member, or a member of the wrong type,
+// whose type the caller then names) is read whole with Any, into the same
+// tree DecodeJSON and DecodeCBOR build.
 //
-// Reader only accepts: it enforces the same syntax rules as DecodeJSON and
-// DecodeCBOR (nesting counted the same way, so that Any returns what the
-// tree decoder would have put there, and in CBOR the same budget: the
-// counts of the maps and arrays it opens are claimed from the input as
+// Reader enforces the same syntax rules as DecodeJSON and DecodeCBOR
+// (nesting counted the same way, and in CBOR the same budget: the counts
+// of the maps and arrays it opens are claimed from the input as
 // DecodeCBOR claims them, and what Any reads inside them is decoded
-// within what is left), but on anything it does not like,
-// including an input those decoders accept in a shape the caller did not
-// expect, it fails without saying why. Failure is sticky: every later call
-// returns a zero value, Key and More return false, and Failed reports it.
-// The caller then decodes again with the tree decoder, which decides and
-// names the fault (see the root package's decode functions).
+// within what is left), and fails on a syntax error with the error those
+// decoders give (ErrSyntax, ErrNesting). Failure is sticky: every later
+// call returns a zero value, Key and More return false, and Err reports
+// the first error. A caller that looks before it reads (Peek) never makes
+// the Reader fail for a value of the wrong shape: only the syntax of the
+// input does, so that a decoder can read on past a fault in the data
+// model, to find a syntax error later in the input (which comes first),
+// and name the fault itself.
 //
 // Duplicate keys are the caller's to detect (it knows which keys it has
-// seen).
+// seen; Duplicate reports one).
 type Reader struct {
 	cbor  bool
 	j     jsonParser  // JSON: the input and the offset
@@ -35,10 +38,14 @@ type Reader struct {
 	depth int         // the depth passed to the tree decoder for the next value
 	n     int         // open maps and arrays
 	open  [maxOpen]struct {
-		left  uint64 // CBOR: entries left
-		comma bool   // JSON: a ',' comes before the next entry
+		left    uint64 // CBOR: entries left
+		comma   bool   // JSON: a ',' comes before the next entry
+		start   int    // CBOR: the offset of the map's head
+		claimed int    // CBOR: the budget claimed before the map was opened
 	}
-	fail bool
+	keyEnd  int // JSON: the offset just after the last key, where a duplicate is named
+	err     error
+	notText any // CBOR: the map Key last ended, when it had a key that is not text
 }
 
 // maxOpen bounds the maps and arrays a caller opens with Map and Array
@@ -78,15 +85,45 @@ func (r *Reader) setInput(b []byte) {
 	}
 }
 
-// Failed reports whether the input was not what the caller expected.
-func (r *Reader) Failed() bool { return r.fail }
+// Err returns the first syntax error, wrapped as DecodeJSON and
+// DecodeCBOR wrap theirs, or nil.
+func (r *Reader) Err() error { return r.err }
 
-// Fail marks the input as not what the caller expected.
-func (r *Reader) Fail() { r.fail = true }
+// Failed reports whether the Reader has failed.
+func (r *Reader) Failed() bool { return r.err != nil }
+
+// fail records err, the first error, in the decoders' wording.
+func (r *Reader) fail(err error) {
+	if r.err != nil {
+		return
+	}
+	if r.cbor {
+		r.err = fmt.Errorf("%w: CBOR: %w", ErrSyntax, err)
+	} else {
+		r.err = fmt.Errorf("%w: JSON: %w", ErrSyntax, err)
+	}
+}
+
+// Duplicate fails the Reader for a key the caller has already seen in the
+// map it is reading, as the decoders fail for one.
+func (r *Reader) Duplicate(k string) {
+	if r.cbor {
+		r.fail(fmt.Errorf("duplicate map key %q", k))
+	} else {
+		at := r.j
+		at.i = r.keyEnd
+		r.fail(at.errorf("duplicate object member name %q", k))
+	}
+}
+
+// errUse is the error of a call the caller should not have made (Text on
+// a value Peek did not call text, End with a map still open): a bug, not
+// the input's fault, but still a failure, never a panic.
+var errUse = errors.New("reader: a value read as what it is not")
 
 func (r *Reader) push() bool {
 	if r.n == maxOpen {
-		r.fail = true
+		r.fail(errors.New("reader: maps and arrays opened too deeply"))
 		return false
 	}
 	r.open[r.n].left, r.open[r.n].comma = 0, false
@@ -102,60 +139,128 @@ const (
 	KindOther Kind = iota
 	KindText
 	KindBytes
+	KindUint // a non-negative integer that fits 64 bits (JSON: digits only)
+	KindMap
+	KindArray
 )
 
-// Peek reports the kind of the next value without reading it.
+// Peek reports the kind of the next value without reading it. After a
+// failure it is KindOther.
 func (r *Reader) Peek() Kind {
-	if r.fail {
+	if r.err != nil {
 		return KindOther
 	}
 	if r.cbor {
 		if r.c.off < len(r.c.b) {
 			switch r.c.b[r.c.off] >> 5 {
+			case 0:
+				return KindUint
 			case 2:
 				return KindBytes
 			case 3:
 				return KindText
+			case 4:
+				return KindArray
+			case 5:
+				return KindMap
 			}
 		}
 		return KindOther
 	}
-	r.j.ws()
-	if r.j.i < len(r.j.b) && r.j.b[r.j.i] == '"' {
+	p := &r.j
+	p.ws()
+	if p.i >= len(p.b) {
+		return KindOther
+	}
+	switch c := p.b[p.i]; {
+	case c == '"':
 		return KindText
+	case c == '{':
+		return KindMap
+	case c == '[':
+		return KindArray
+	case '0' <= c && c <= '9':
+		if _, n := jsonUint(p.b[p.i:]); n > 0 {
+			return KindUint
+		}
 	}
 	return KindOther
 }
 
+// jsonUint reads the JSON number at the start of b when it is what
+// DecodeJSON reads as a uint64 (digits only, no leading zero, no fraction
+// or exponent, at most 2^64-1), and returns it and its length; else n is 0.
+func jsonUint(b []byte) (u uint64, n int) {
+	for n < len(b) && '0' <= b[n] && b[n] <= '9' {
+		d := uint64(b[n] - '0')
+		if u > (1<<64-1-d)/10 {
+			return 0, 0 // beyond 64 bits: a Number
+		}
+		u = u*10 + d
+		n++
+	}
+	switch {
+	case n == 0, n > 1 && b[0] == '0':
+		return 0, 0
+	case n < len(b):
+		if c := b[n]; c == '.' || c == 'e' || c == 'E' {
+			return 0, 0 // a fraction or an exponent: a Number
+		}
+	}
+	return u, n
+}
+
 // Map opens a map; its members are then read with Key and a value each.
 func (r *Reader) Map() {
-	if r.fail {
+	if r.err != nil {
 		return
 	}
 	if r.cbor {
+		start, claimed := r.c.off, r.c.claimed
 		major, _, arg, err := r.c.head()
-		if err != nil || major != 5 || r.depth >= MaxDepth || !r.c.claim(arg, 2) || !r.push() {
-			r.fail = true
-			return
+		switch {
+		case err != nil:
+			r.fail(err)
+		case major != 5:
+			r.fail(errUse)
+		case r.depth >= MaxDepth:
+			r.fail(errNesting)
+		case !r.c.claim(arg, 2):
+			r.fail(errTruncated)
+		case r.push():
+			top := &r.open[r.n-1]
+			top.left, top.start, top.claimed = arg, start, claimed
+			r.depth++
 		}
-		r.open[r.n-1].left = arg
+		return
+	}
+	p := &r.j
+	p.ws()
+	switch {
+	case p.i >= len(p.b):
+		r.fail(errJSONEnd)
+	case p.b[p.i] != '{':
+		r.fail(errUse)
+	case r.depth >= MaxDepth:
+		r.fail(errNesting)
+	case r.push():
+		p.i++
 		r.depth++
-		return
 	}
-	r.j.ws()
-	if r.j.i >= len(r.j.b) || r.j.b[r.j.i] != '{' || r.depth >= MaxDepth || !r.push() {
-		r.fail = true
-		return
-	}
-	r.j.i++
-	r.depth++
 }
 
 // Key reads the next member's key, or the end of the map, when it returns
-// false. A key that is not text fails.
+// false. In CBOR, a key that is not text ends the map too: the Reader
+// then reads the whole map again from its head as DecodeCBOR does (to
+// find a syntax error in it, a duplicate key among the others say), and
+// NotText returns it.
 func (r *Reader) Key() (string, bool) {
-	if r.fail || r.n == 0 {
-		r.fail = true
+	r.notText = nil
+	if r.err != nil {
+		return "", false
+	}
+	if r.n == 0 {
+		r.fail(errUse)
 		return "", false
 	}
 	top := &r.open[r.n-1]
@@ -165,14 +270,27 @@ func (r *Reader) Key() (string, bool) {
 			r.depth--
 			return "", false
 		}
+		if r.c.off < len(r.c.b) && r.c.b[r.c.off]>>5 != 3 {
+			// Not text: from the map's head again, as one value.
+			r.n--
+			r.depth--
+			r.c.off, r.c.claimed = top.start, top.claimed
+			v, err := r.c.value(r.depth)
+			if err != nil {
+				r.fail(err)
+				return "", false
+			}
+			r.notText = v
+			return "", false
+		}
 		top.left--
 		r.c.claimed -= 2 // the key and its value are begun
-		return r.Text(), !r.fail
+		return r.Text(), r.err == nil
 	}
 	p := &r.j
 	p.ws()
 	if p.i >= len(p.b) {
-		r.fail = true
+		r.fail(errJSONEnd)
 		return "", false
 	}
 	if p.b[p.i] == '}' {
@@ -183,64 +301,89 @@ func (r *Reader) Key() (string, bool) {
 	}
 	if top.comma {
 		if p.b[p.i] != ',' {
-			r.fail = true
+			r.fail(p.errorf("invalid character %q after an object member", p.b[p.i]))
 			return "", false
 		}
 		p.i++
 		p.ws()
 		if p.i >= len(p.b) {
-			r.fail = true
+			r.fail(errJSONEnd)
 			return "", false
 		}
 	}
 	top.comma = true
 	if p.b[p.i] != '"' {
-		r.fail = true
+		r.fail(p.errorf("invalid character %q where an object member name belongs", p.b[p.i]))
 		return "", false
 	}
 	name, err := p.name()
 	if err != nil {
-		r.fail = true
+		r.fail(err)
 		return "", false
 	}
+	r.keyEnd = p.i
 	p.ws()
-	if p.i >= len(p.b) || p.b[p.i] != ':' {
-		r.fail = true
+	if p.i >= len(p.b) {
+		r.fail(errJSONEnd)
+		return "", false
+	}
+	if p.b[p.i] != ':' {
+		r.fail(p.errorf("missing ':' after an object member name"))
 		return "", false
 	}
 	p.i++
 	return name, true
 }
 
+// NotText returns the map that Key last ended, decoded whole, when it had
+// a key that is not text (CBOR only), and whether it had.
+func (r *Reader) NotText() (any, bool) { return r.notText, r.notText != nil }
+
 // Array opens an array; its elements are read with More and a value each.
 func (r *Reader) Array() {
-	if r.fail {
+	if r.err != nil {
 		return
 	}
 	if r.cbor {
 		major, _, arg, err := r.c.head()
-		if err != nil || major != 4 || r.depth >= MaxDepth || !r.c.claim(arg, 1) || !r.push() {
-			r.fail = true
-			return
+		switch {
+		case err != nil:
+			r.fail(err)
+		case major != 4:
+			r.fail(errUse)
+		case r.depth >= MaxDepth:
+			r.fail(errNesting)
+		case !r.c.claim(arg, 1):
+			r.fail(errTruncated)
+		case r.push():
+			r.open[r.n-1].left = arg
+			r.depth++
 		}
-		r.open[r.n-1].left = arg
+		return
+	}
+	p := &r.j
+	p.ws()
+	switch {
+	case p.i >= len(p.b):
+		r.fail(errJSONEnd)
+	case p.b[p.i] != '[':
+		r.fail(errUse)
+	case r.depth >= MaxDepth:
+		r.fail(errNesting)
+	case r.push():
+		p.i++
 		r.depth++
-		return
 	}
-	r.j.ws()
-	if r.j.i >= len(r.j.b) || r.j.b[r.j.i] != '[' || r.depth >= MaxDepth || !r.push() {
-		r.fail = true
-		return
-	}
-	r.j.i++
-	r.depth++
 }
 
 // More reports whether the array has another element, and reads the end
 // of the array when it has not.
 func (r *Reader) More() bool {
-	if r.fail || r.n == 0 {
-		r.fail = true
+	if r.err != nil {
+		return false
+	}
+	if r.n == 0 {
+		r.fail(errUse)
 		return false
 	}
 	top := &r.open[r.n-1]
@@ -257,7 +400,7 @@ func (r *Reader) More() bool {
 	p := &r.j
 	p.ws()
 	if p.i >= len(p.b) {
-		r.fail = true
+		r.fail(errJSONEnd)
 		return false
 	}
 	if p.b[p.i] == ']' {
@@ -268,7 +411,7 @@ func (r *Reader) More() bool {
 	}
 	if top.comma {
 		if p.b[p.i] != ',' {
-			r.fail = true
+			r.fail(p.errorf("invalid character %q after an array element", p.b[p.i]))
 			return false
 		}
 		p.i++
@@ -281,32 +424,44 @@ func (r *Reader) More() bool {
 // it can (always in CBOR; in JSON when it has no escape), and the offset
 // of those octets in the input (-1 when they do not alias it).
 func (r *Reader) text() ([]byte, int) {
-	if r.fail {
+	if r.err != nil {
 		return nil, -1
 	}
 	if r.cbor {
 		major, _, arg, err := r.c.head()
-		if err != nil || major != 3 {
-			r.fail = true
+		if err != nil {
+			r.fail(err)
+			return nil, -1
+		}
+		if major != 3 {
+			r.fail(errUse)
 			return nil, -1
 		}
 		start := r.c.off
 		s, err := r.c.take(arg)
-		if err != nil || !utf8.Valid(s) {
-			r.fail = true
+		if err != nil {
+			r.fail(err)
+			return nil, -1
+		}
+		if !utf8.Valid(s) {
+			r.fail(errors.New("text string is not valid UTF-8"))
 			return nil, -1
 		}
 		return s, start
 	}
 	p := &r.j
 	p.ws()
-	if p.i >= len(p.b) || p.b[p.i] != '"' {
-		r.fail = true
+	if p.i >= len(p.b) {
+		r.fail(errJSONEnd)
+		return nil, -1
+	}
+	if p.b[p.i] != '"' {
+		r.fail(errUse)
 		return nil, -1
 	}
 	span, start, err := p.unescaped()
 	if err != nil {
-		r.fail = true
+		r.fail(err)
 		return nil, -1
 	}
 	if span != nil {
@@ -314,7 +469,7 @@ func (r *Reader) text() ([]byte, int) {
 	}
 	s, err := p.escaped(start)
 	if err != nil {
-		r.fail = true
+		r.fail(err)
 		return nil, -1
 	}
 	return []byte(s), -1
@@ -323,7 +478,7 @@ func (r *Reader) text() ([]byte, int) {
 // Text reads a text value.
 func (r *Reader) Text() string {
 	b, at := r.text()
-	if r.fail {
+	if r.err != nil {
 		return ""
 	}
 	if at >= 0 && r.s != "" {
@@ -339,154 +494,54 @@ func (r *Reader) TextBytes() []byte {
 	return b
 }
 
-// compact marks the octets of a compact serialization: the base64url
-// alphabet and '.'.
-var compact = func() (t [256]bool) {
-	for c := 0; c < 256; c++ {
-		t[c] = 'A' <= c && c <= 'Z' || 'a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '-' || c == '_' || c == '.'
-	}
-	return t
-}()
-
-// compactText reports whether b holds only base64url characters and
-// periods, and counts the periods. The test is branch-free over eight
-// octets at a time (an octet's entry in notCompact is 0 when it belongs),
-// the count a vectorized bytes.Count.
-func compactText(b []byte) (dots int, ok bool) {
-	var bad byte
-	n := 0
-	for ; len(b)-n >= 8; n += 8 {
-		w := b[n : n+8 : n+8]
-		bad |= notCompact[w[0]] | notCompact[w[1]] | notCompact[w[2]] | notCompact[w[3]] |
-			notCompact[w[4]] | notCompact[w[5]] | notCompact[w[6]] | notCompact[w[7]]
-	}
-	for _, c := range b[n:] {
-		bad |= notCompact[c]
-	}
-	if bad != 0 {
-		return 0, false
-	}
-	return bytes.Count(b, dot), true
-}
-
-var dot = []byte{'.'}
-
-// notCompact is 1 for the octets outside the base64url alphabet and '.'.
-var notCompact = func() (t [256]byte) {
-	for c := range t {
-		if !compact[c] {
-			t[c] = 1
-		}
-	}
-	return t
-}()
-
-// CompactText reads a text value made only of base64url characters and
-// periods (a JWS, or base64url) in one pass, and returns its octets, which
-// alias the input, and the number of periods. A text value of any other
-// content is not read: ok is false and the Reader has not moved, nor
-// failed. Anything but a text value fails.
-func (r *Reader) CompactText() (b []byte, dots int, ok bool) {
-	if r.fail {
-		return nil, 0, false
-	}
-	var span []byte
-	var next int
-	if r.cbor {
-		save := r.c.off
-		major, _, arg, err := r.c.head()
-		if err != nil || major != 3 {
-			r.fail = true
-			return nil, 0, false
-		}
-		s, err := r.c.take(arg)
-		if err != nil {
-			r.fail = true
-			return nil, 0, false
-		}
-		span, next = s, r.c.off
-		r.c.off = save
-	} else {
-		p := &r.j
-		p.ws()
-		if p.i >= len(p.b) || p.b[p.i] != '"' {
-			r.fail = true
-			return nil, 0, false
-		}
-		start := p.i + 1
-		end := bytes.IndexByte(p.b[start:], '"')
-		if end < 0 {
-			return nil, 0, false
-		}
-		span, next = p.b[start:start+end], start+end+1
-	}
-	dots, ok = compactText(span)
-	if !ok {
-		return nil, 0, false
-	}
-	if r.cbor {
-		r.c.off = next
-	} else {
-		r.j.i = next
-	}
-	return span, dots, true
-}
-
 // Uint reads a non-negative integer: in JSON a literal of digits only
 // (what DecodeJSON reads as a uint64), in CBOR major type 0.
 func (r *Reader) Uint() uint64 {
-	if r.fail {
+	if r.err != nil {
 		return 0
 	}
 	if r.cbor {
 		major, _, arg, err := r.c.head()
-		if err != nil || major != 0 {
-			r.fail = true
+		if err == nil && major != 0 {
+			err = errUse
+		}
+		if err != nil {
+			r.fail(err)
 			return 0
 		}
 		return arg
 	}
 	p := &r.j
 	p.ws()
-	start := p.i
-	var n uint64
-	for p.i < len(p.b) && '0' <= p.b[p.i] && p.b[p.i] <= '9' {
-		d := uint64(p.b[p.i] - '0')
-		if n > (1<<64-1-d)/10 {
-			r.fail = true // beyond 64 bits: a Number
-			return 0
-		}
-		n = n*10 + d
-		p.i++
-	}
-	switch {
-	case p.i == start, p.i-start > 1 && p.b[start] == '0':
-		r.fail = true
+	u, n := jsonUint(p.b[p.i:])
+	if n == 0 {
+		r.fail(errUse)
 		return 0
-	case p.i < len(p.b):
-		if c := p.b[p.i]; c == '.' || c == 'e' || c == 'E' || '0' <= c && c <= '9' {
-			r.fail = true // a fraction or an exponent: a Number
-			return 0
-		}
 	}
-	return n
+	p.i += n
+	return u
 }
 
 // Bytes reads a CBOR byte string and returns a copy of it (never nil). In
 // JSON it fails.
 func (r *Reader) Bytes() []byte {
-	if r.fail || !r.cbor {
-		r.fail = true
+	if r.err != nil {
+		return nil
+	}
+	if !r.cbor {
+		r.fail(errUse)
 		return nil
 	}
 	major, _, arg, err := r.c.head()
-	if err != nil || major != 2 {
-		r.fail = true
-		return nil
+	if err == nil && major != 2 {
+		err = errUse
 	}
-	s, err := r.c.take(arg)
+	var s []byte
+	if err == nil {
+		s, err = r.c.take(arg)
+	}
 	if err != nil {
-		r.fail = true
+		r.fail(err)
 		return nil
 	}
 	return append([]byte{}, s...)
@@ -495,7 +550,7 @@ func (r *Reader) Bytes() []byte {
 // Any reads the next value whole, as DecodeJSON or DecodeCBOR would have
 // decoded it at this place.
 func (r *Reader) Any() any {
-	if r.fail {
+	if r.err != nil {
 		return nil
 	}
 	var v any
@@ -507,25 +562,33 @@ func (r *Reader) Any() any {
 		v, err = r.j.value(r.depth)
 	}
 	if err != nil {
-		r.fail = true
+		r.fail(err)
 		return nil
 	}
 	return v
 }
 
 // End checks that the value is complete and nothing follows it but (in
-// JSON) white space, and reports whether the whole input was read as
-// expected.
+// JSON) white space, and reports whether the whole input was read without
+// an error.
 func (r *Reader) End() bool {
-	if r.fail || r.n != 0 {
-		r.fail = true
+	if r.err != nil {
+		return false
+	}
+	if r.n != 0 {
+		r.fail(errUse)
 		return false
 	}
 	if r.cbor {
-		r.fail = r.c.off != len(r.c.b)
+		if n := len(r.c.b) - r.c.off; n != 0 {
+			r.fail(fmt.Errorf("%d octets of trailing data", n))
+		}
 	} else {
-		r.j.ws()
-		r.fail = r.j.i != len(r.j.b)
+		p := &r.j
+		p.ws()
+		if p.i != len(p.b) {
+			r.fail(fmt.Errorf("invalid character %q after the top-level value at offset %d", p.b[p.i], p.i))
+		}
 	}
-	return !r.fail
+	return r.err == nil
 }

@@ -47,6 +47,9 @@ func readGeneric(r *Reader) (map[string]any, bool) {
 			out[k] = r.Any()
 		}
 	}
+	if _, notText := r.NotText(); notText {
+		return nil, false
+	}
 	return out, !r.Failed()
 }
 

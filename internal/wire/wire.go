@@ -1,11 +1,12 @@
-// Package wire holds the strict codecs under the handoff element: one
-// generic value tree that both the JSON and the CBOR decoder produce, so the
-// data model is written once (in the root package) over that tree, and the
-// encoders that write an ordered tree back out. Reader is the fast path in
-// front of the tree: a pull reader over either encoding that the data model
-// (again written once) drives member by member, building no tree for the
-// members it knows, and declining whatever it does not accept so that the
-// tree decoders decide and explain.
+// Package wire holds the strict codecs under the handoff element, one per
+// encoding family (JSON, CBOR), each with two faces over the same parser:
+// Reader, a pull reader that the data model (written once, in the root
+// package) drives member by member, building no tree for the members it
+// knows and naming every syntax error itself; and DecodeJSON / DecodeCBOR,
+// which build the generic value tree below, for what has no shape of its
+// own (unknown members, which Reader.Any reads with the same parser, and
+// the callers that walk a tree: JCS, reference files). Writer writes maps
+// straight to the octets; EncodeJSON / EncodeCBOR write a tree.
 //
 // Decoded values are:
 //

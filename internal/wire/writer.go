@@ -3,6 +3,7 @@ package wire
 import (
 	"encoding/base64"
 	"errors"
+	"fmt"
 	"strconv"
 	"unicode/utf8"
 )
@@ -18,11 +19,13 @@ type Writer struct {
 	n     int
 	comma [maxOpen]bool // JSON: a ',' before the next entry
 	array [maxOpen]bool // JSON: the level is an array
+	key   string        // the last key written, to name it in an error
 	err   error
 }
 
-// ErrInvalidUTF8 is the error of a JSON Writer given text that is not
-// valid UTF-8, which JSON cannot carry (EncodeJSON refuses it too).
+// ErrInvalidUTF8 is the error of a Writer given text that is not valid
+// UTF-8, which neither JSON nor a CBOR text string can carry (the
+// decoders refuse it).
 var ErrInvalidUTF8 = errors.New("text is not valid UTF-8")
 
 // NewWriter returns a Writer appending to buf.
@@ -87,6 +90,7 @@ func (w *Writer) End() {
 // Key writes a member's key; its value follows.
 func (w *Writer) Key(k string) {
 	w.Text(k)
+	w.key = k
 	if !w.cbor {
 		w.buf = append(w.buf, ':')
 		w.comma[w.n-1] = false // the value takes no ','
@@ -95,6 +99,9 @@ func (w *Writer) Key(k string) {
 
 // Text writes a text string.
 func (w *Writer) Text(s string) {
+	if w.err == nil && !utf8.ValidString(s) {
+		w.err = fmt.Errorf("%s: %w", w.key, ErrInvalidUTF8)
+	}
 	if w.cbor {
 		w.buf = appendHead(w.buf, 3, uint64(len(s)))
 		w.buf = append(w.buf, s...)
@@ -102,9 +109,38 @@ func (w *Writer) Text(s string) {
 	}
 	w.sep()
 	w.buf = AppendJSONString(w.buf, s)
-	if w.err == nil && !utf8.ValidString(s) {
-		w.err = ErrInvalidUTF8
+}
+
+// ByteString writes a CBOR byte string; JSON has none (an error).
+func (w *Writer) ByteString(b []byte) {
+	if !w.cbor {
+		if w.err == nil {
+			w.err = fmt.Errorf("%s: a byte string cannot be represented in JSON", w.key)
+		}
+		return
 	}
+	w.buf = appendHead(w.buf, 2, uint64(len(b)))
+	w.buf = append(w.buf, b...)
+}
+
+// Any writes a value tree as EncodeJSON or EncodeCBOR writes it: a value
+// the caller does not know (an unknown member, kept as it was decoded).
+func (w *Writer) Any(v any) {
+	var b []byte
+	var err error
+	if w.cbor {
+		b, err = EncodeCBOR(v)
+	} else {
+		b, err = EncodeJSON(v)
+	}
+	if err != nil {
+		if w.err == nil {
+			w.err = fmt.Errorf("%s: %w", w.key, err)
+		}
+		return
+	}
+	w.sep()
+	w.buf = append(w.buf, b...)
 }
 
 // Uint writes a non-negative integer.

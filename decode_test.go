@@ -1,0 +1,89 @@
+package handoff
+
+import (
+	"errors"
+	"strings"
+	"testing"
+)
+
+// TestDecodeNamesFirstFault: the one decoder names one fault per payload,
+// whatever the order of its members on the wire: a syntax error anywhere
+// before any fault of the data model (D3), then the first fault in the
+// data model's member order (SPEC.md section 1), with the reason its rule
+// gives (bad-signature for a malformed payload, policy for a bound).
+func TestDecodeNamesFirstFault(t *testing.T) {
+	const hop = `"hop":"AAAAAAAAAAAAAAAAAAAAAA"`
+	const base = `"v":1,"type":"offer",` + hop + `,"dialog":"d","iss":"a","aud":"b","iat":1,"exp":2`
+	dig := `{"alg":"sha-256","val":"47DEQpj8HBSa-_TImW-5JCeuQeRkm5NMpJWZG3hSuFU"}`
+	for _, c := range []struct {
+		rule, in     string
+		member, text string
+		reason       Reason
+	}{
+		{"D3: a valid offer", `{` + base + `}`, "", "", ""},
+		{"D3: a later member's fault first on the wire", `{"refs":[],"v":1,"type":"offer","hop":"x","dialog":"d","iss":"a","aud":"b","iat":1,"exp":2}`, "hop", "not strict base64url", ReasonBadSignature},
+		{"D3: the wrong type named", `{` + strings.Replace(base, `"dialog":"d"`, `"dialog":[1]`, 1) + `}`, "dialog", "is array, want text", ReasonBadSignature},
+		{"D3: missing, after the members present", `{"type":"offer",` + hop + `,"dialog":"d","iss":"a","aud":"b","iat":1}`, "v", "missing", ReasonBadSignature},
+		{"D3: a syntax error after a fault comes first", `{"exp":"x",` + base[:len(base)-8] + `,"z":"\u0000"` + "\x01" + `}`, "", "malformed encoding", ReasonBadSignature},
+		{"D3: a duplicate member is a syntax error", `{` + base + `,"iss":"a"}`, "", "duplicate object member name", ReasonBadSignature},
+		{"D3: trailing octets", `{` + base + `} x`, "", "after the top-level value", ReasonBadSignature},
+		{"Bounds: refs past MaxRefs are policy, before their elements' faults", `{` + base + `,"refs":[` + strings.Repeat(`{"kind":"bad kind","dig":`+dig+`},`, 64) + `{}]}`, "refs", "65 refs exceed the limit of 64", ReasonPolicy},
+		{"D3: the first ref's fault, by index", `{` + base + `,"refs":[{"kind":"digest","dig":` + dig + `},{"kind":"digest"},{"dig":` + dig + `}]}`, "refs[1].dig", "missing", ReasonBadSignature},
+		{"D3: a nested fault named by its path", `{` + base + `,"prev":{"alg":"sha-256","val":"AAAA"}}`, "prev.val", "is 3 octets, sha-256 is 32", ReasonBadSignature},
+		{"D3: Digest is closed", `{` + base + `,"grant":{"alg":"x","val":"AA","z":1}}`, "grant.z", "Digest is closed", ReasonBadSignature},
+		{"Bounds: nesting past MaxNesting is policy", `{` + base + `,"x":` + strings.Repeat("[", MaxNesting) + strings.Repeat("]", MaxNesting) + `}`, "", "nested more deeply", ReasonPolicy},
+	} {
+		t.Run(c.rule, func(t *testing.T) {
+			_, err := DecodeOffer([]byte(c.in), JSON)
+			if c.reason == "" {
+				if err != nil {
+					t.Fatalf("want it decoded: %v", err)
+				}
+				return
+			}
+			var me *memberError
+			if !errors.As(err, &me) {
+				t.Fatalf("got %v, want a member error", err)
+			}
+			if me.member != c.member || me.reason != c.reason || !strings.Contains(me.err.Error(), c.text) {
+				t.Fatalf("got %s %q %v, want %s %q %q", me.reason, me.member, me.err, c.reason, c.member, c.text)
+			}
+		})
+	}
+}
+
+// TestDecodeCBORKeysNotText: a CBOR map with a key that is not text is
+// refused as a whole, its syntax still checked (a duplicate among its
+// other keys is a syntax error).
+func TestDecodeCBORKeysNotText(t *testing.T) {
+	for _, c := range []struct {
+		in   []byte
+		text string
+	}{
+		{[]byte{0xa2, 0x61, 'v', 0x01, 0x01, 0x01}, "the payload is map, want a map with text keys"},
+		{[]byte{0xa3, 0x61, 'v', 0x01, 0x01, 0x01, 0x01, 0x02}, "duplicate map key"},
+	} {
+		_, err := DecodeOffer(c.in, CBOR)
+		if err == nil || !strings.Contains(err.Error(), c.text) {
+			t.Errorf("%x: got %v, want %q", c.in, err, c.text)
+		}
+	}
+}
+
+// TestEncodeRefusesExtraNamingAMember: an unknown member may not carry a
+// defined member's name, written or not (it would decode as that member).
+func TestEncodeRefusesExtraNamingAMember(t *testing.T) {
+	o := &Offer{Hop: NewHop(), Dialog: "d", Iss: "a", Aud: "b", Iat: 1, Exp: 2, Extra: map[string]any{"task": "t"}}
+	if _, err := o.Encode(JSON); err == nil || !strings.Contains(err.Error(), `"task"`) {
+		t.Fatalf("got %v, want a refusal naming task", err)
+	}
+	o.Extra = map[string]any{"x-note": "kept"}
+	b, err := o.Encode(CBOR)
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := DecodeOffer(b, CBOR)
+	if err != nil || back.Extra["x-note"] != "kept" {
+		t.Fatalf("got %v %v", back, err)
+	}
+}
