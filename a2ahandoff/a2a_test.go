@@ -215,7 +215,7 @@ func (w *world) serve(t testing.TB, me string, st store.Store, form handoff.Form
 			Options: handoff.Options{Me: me, Keys: w.keys},
 			Store:   st, Signer: w.signers[me], StatusForm: form,
 		},
-		Authenticated: a2ahandoff.UserIsIss,
+		Sender: a2ahandoff.UserName,
 	}
 	if mut != nil {
 		mut(&cfg)

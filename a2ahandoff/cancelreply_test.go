@@ -323,8 +323,8 @@ func TestCancelRequestListsExtension(t *testing.T) {
 	w := newWorld(t)
 	agent := newAgent()
 	x, err := a2ahandoff.NewExecutor(ctx, agent, a2ahandoff.ServerConfig{
-		Delegate:      delegate.Config{Options: handoff.Options{Me: plannerID, Keys: w.keys}, Store: memStore(), Signer: w.signers[plannerID]},
-		Authenticated: a2ahandoff.UserIsIss,
+		Delegate: delegate.Config{Options: handoff.Options{Me: plannerID, Keys: w.keys}, Store: memStore(), Signer: w.signers[plannerID]},
+		Sender:   a2ahandoff.UserName,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -72,8 +72,8 @@ func TestChainAndCancelDownOverA2A(t *testing.T) {
 			downs := make(chan []error, 1)
 			plannerSt := memStore()
 			x, err := a2ahandoff.NewExecutor(ctx, agent, a2ahandoff.ServerConfig{
-				Delegate:      delegate.Config{Options: handoff.Options{Me: plannerID, Keys: w.keys}, Store: plannerSt, Signer: w.signers[plannerID], StatusForm: f.form},
-				Authenticated: a2ahandoff.UserIsIss,
+				Delegate: delegate.Config{Options: handoff.Options{Me: plannerID, Keys: w.keys}, Store: plannerSt, Signer: w.signers[plannerID], StatusForm: f.form},
+				Sender:   a2ahandoff.UserName,
 				OnCancel: func(ctx context.Context, iss, hop string, offer handoff.Digest) {
 					var errs []error
 					ds, err := plannerDl.CancelDown(ctx, offer)

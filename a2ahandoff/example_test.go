@@ -86,7 +86,7 @@ func Example() {
 			Store:   freshStore(), // store/sqlite in production
 			Signer:  plannerKey,
 		},
-		Authenticated: a2ahandoff.UserIsIss, // who the host's authentication says the caller is
+		Sender: a2ahandoff.UserName, // who the host's authentication says the caller is
 	})
 	if err != nil {
 		log.Fatal(err)

@@ -44,8 +44,8 @@ func (x *Executor) Execute(ctx context.Context, rc *a2asrv.RequestContext, q eve
 	activate(ctx)
 	// The carrier's one parse of the Handoff (made by NewHandler's
 	// handler for this message, else here): the claimed iss, for the
-	// authentication question and the task's owner; delegate.Receive
-	// parses and verifies the octets itself.
+	// task's owner; delegate.Receive verifies it and asks itself whether
+	// the sender is its iss.
 	pm := x.parsedFor(ctx, rc.Message, v)
 	if pm.err != nil {
 		// A malformed Handoff is bad-signature (D3) at step 1: nothing
@@ -66,7 +66,7 @@ func (x *Executor) Execute(ctx context.Context, rc *a2asrv.RequestContext, q eve
 	// The dialog is the task's contextId. When the message named none,
 	// the server made one up, and the offer cannot name it: rejected
 	// with "policy" rather than skipping step 5 (fail safe).
-	a, err := x.d.ReceiveParsed(ctx, pm.h, pm.herr, rc.ContextID, x.authenticated(ctx, iss))
+	a, err := x.d.ReceiveParsed(ctx, pm.h, pm.herr, rc.ContextID, x.sender(ctx))
 	if err != nil {
 		return fmt.Errorf("a2ahandoff: receiving the offer: %w", err) // nothing was decided
 	}
@@ -132,8 +132,19 @@ func (x *Executor) callable(ctx context.Context, rc *a2asrv.RequestContext, q ev
 	return nil
 }
 
+// sender is the AgentId the host authenticated as the request's sender,
+// or "".
+func (x *Executor) sender(ctx context.Context) string {
+	if x.cfg.Sender == nil {
+		return ""
+	}
+	return x.cfg.Sender(ctx)
+}
+
+// authenticated reports whether the request's sender is iss (from a
+// record, or a verified offer).
 func (x *Executor) authenticated(ctx context.Context, iss string) bool {
-	return iss != "" && x.cfg.Authenticated != nil && x.cfg.Authenticated(ctx, iss)
+	return iss != "" && x.sender(ctx) == iss
 }
 
 // joinRefusal says why an offer claiming iss may not join the existing

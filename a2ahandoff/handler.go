@@ -275,14 +275,13 @@ func (x *Executor) fromRecord(ctx context.Context, p *a2a.MessageSendParams, pm 
 	if !ok || err != nil || !sameOffer(rec, pm) {
 		return nil, false, err
 	}
-	o := pm.o
 	// The delegate decides, exactly as for a retransmission in a new
 	// task: step 1 and 2 on the octets, step 4 finds the record (D5), and
 	// the last status is resent only to an authenticated iss. The record
 	// cannot go between the look-up and this call in a way that takes the
 	// work: a record is swept only after exp plus the skew, when step 3
 	// refuses the offer as stale.
-	a, err := x.d.ReceiveParsed(ctx, pm.h, pm.herr, p.Message.ContextID, x.authenticated(ctx, o.Iss))
+	a, err := x.d.ReceiveParsed(ctx, pm.h, pm.herr, p.Message.ContextID, x.sender(ctx))
 	if err != nil {
 		return nil, false, fmt.Errorf("a2ahandoff: receiving the offer: %w", err)
 	}
@@ -306,7 +305,7 @@ func (x *Executor) equivocationRefused(ctx context.Context, p *a2a.MessageSendPa
 	if !ok || err != nil || sameOffer(rec, pm) {
 		return nil, false
 	}
-	a, err := x.d.ReceiveParsed(ctx, pm.h, pm.herr, p.Message.ContextID, x.authenticated(ctx, pm.o.Iss))
+	a, err := x.d.ReceiveParsed(ctx, pm.h, pm.herr, p.Message.ContextID, x.sender(ctx))
 	if err != nil || a.Outcome != handoff.Equivocation {
 		return nil, false
 	}

@@ -293,8 +293,8 @@ func TestNilAndZeroArguments(t *testing.T) {
 			_, err := a2ahandoff.NewHandler(srv.x).OnSendMessage(ctx, nil)
 			return err
 		}},
-		{"UserIsIss: nil context is not authenticated", "", func() error {
-			if a2ahandoff.UserIsIss(nilCtx, assistantID) {
+		{"UserName: nil context is not authenticated", "", func() error {
+			if a2ahandoff.UserName(nilCtx) != "" {
 				return errors.New("authenticated")
 			}
 			return nil

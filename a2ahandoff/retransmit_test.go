@@ -330,8 +330,8 @@ func TestPlainHandlerRefusesRetransmissionIntoOwnTask(t *testing.T) {
 	ctx := context.Background()
 	w := newWorld(t)
 	x, err := a2ahandoff.NewExecutor(ctx, newAgent(), a2ahandoff.ServerConfig{
-		Delegate:      delegate.Config{Options: handoff.Options{Me: plannerID, Keys: w.keys}, Store: memStore(), Signer: w.signers[plannerID]},
-		Authenticated: a2ahandoff.UserIsIss,
+		Delegate: delegate.Config{Options: handoff.Options{Me: plannerID, Keys: w.keys}, Store: memStore(), Signer: w.signers[plannerID]},
+		Sender:   a2ahandoff.UserName,
 	})
 	if err != nil {
 		t.Fatal(err)

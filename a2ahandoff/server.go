@@ -23,13 +23,15 @@ type ServerConfig struct {
 	// not supported (the agent runs when the offer is accepted).
 	Delegate delegate.Config
 
-	// Authenticated reports whether the host protocol authenticated the
-	// sender of the current request as iss (the offer's issuer), for
-	// example by the credential the request carried. A status is resent
-	// for a retransmission only to such a sender (draft "Replay and
-	// Freshness"). Nil means never: retransmissions are answered without
-	// a status. UserIsIss reads the a2asrv CallContext's User.
-	Authenticated func(ctx context.Context, iss string) bool
+	// Sender returns the AgentId the host protocol authenticated as the
+	// sender of the current request (by the credential it carried, say),
+	// or "" for none. A status is resent for a retransmission only to a
+	// sender that is the verified offer's iss (draft "Replay and
+	// Freshness"), and a task's follow-ups, gets and cancels are taken
+	// only from its delegator. Nil means no one is ever authenticated:
+	// retransmissions are answered without a status. UserName reads the
+	// a2asrv CallContext's User.
+	Sender func(ctx context.Context) string
 
 	// AllowPlain lets messages without a Handoff reach the agent
 	// unchecked. By default such a message is refused (task REJECTED,
@@ -225,16 +227,18 @@ func (x *Executor) Wait() {
 	}
 }
 
-// UserIsIss is an Authenticated function for servers whose
-// authentication sets the a2asrv CallContext's User (a CallInterceptor,
-// say): the sender is iss when the user is authenticated and its name is
-// iss.
-func UserIsIss(ctx context.Context, iss string) bool {
-	if ctx == nil || iss == "" {
-		return false
+// UserName is a Sender function for servers whose authentication sets
+// the a2asrv CallContext's User (a CallInterceptor, say): the sender is
+// the user's name when the user is authenticated.
+func UserName(ctx context.Context) string {
+	if ctx == nil {
+		return ""
 	}
 	cc, ok := a2asrv.CallContextFrom(ctx)
-	return ok && cc.User != nil && cc.User.Authenticated() && cc.User.Name() == iss
+	if !ok || cc.User == nil || !cc.User.Authenticated() {
+		return ""
+	}
+	return cc.User.Name()
 }
 
 // Hop is the verified offer whose work the agent's code is doing (the

@@ -94,7 +94,7 @@ func benchAccept(b *testing.B, s store.Store, n int) {
 	d := w.delegate(s, nil)
 	pool := newOfferPool(b, w, max(b.N, 1))
 	senders(b, n, func() error {
-		a, err := d.Receive(context.Background(), pool.take(), "ctx", true)
+		a, err := d.Receive(context.Background(), pool.take(), "ctx", "planner")
 		if err != nil {
 			return err
 		}
@@ -130,7 +130,7 @@ func recordSize(b *testing.B) int {
 	w := newWorld(b)
 	d := w.delegate(w.freshStore(), nil)
 	offer, _ := w.offer("")
-	a, err := d.Receive(context.Background(), offer, "ctx", true)
+	a, err := d.Receive(context.Background(), offer, "ctx", "planner")
 	if err != nil || a.Record == nil {
 		b.Fatalf("record size: %v", err)
 	}
@@ -255,7 +255,7 @@ func benchInterleaved(b *testing.B, s interface {
 	prefix := fmt.Sprint(time.Now().UnixNano())
 	var seq atomic.Int64
 	durable := func() error {
-		a, err := d.Receive(context.Background(), pool.take(), "ctx", true)
+		a, err := d.Receive(context.Background(), pool.take(), "ctx", "planner")
 		if err != nil {
 			return err
 		}

@@ -24,7 +24,7 @@ func TestCancelByDigestOnAnotherReplica(t *testing.T) {
 			s, again := k.open(t, w)
 			first := w.delegate(s, nil)
 			b, o := w.offer("")
-			if a, err := first.Receive(ctx, b, "ctx", true); err != nil || !a.Take {
+			if a, err := first.Receive(ctx, b, "ctx", "planner"); err != nil || !a.Take {
 				t.Fatalf("Receive: %+v, %v", a, err)
 			}
 			var log workLog

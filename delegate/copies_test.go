@@ -167,7 +167,7 @@ func TestD5SameContentIsRetransmission(t *testing.T) {
 				mut := func(cfg *delegate.Config) { cfg.Stop = log.stop }
 				d := w.delegate(s, mut)
 				first, o := w.signedOffer(c.form)
-				a, err := d.Receive(ctx, carry(t, first, handoff.JSON), "ctx", true)
+				a, err := d.Receive(ctx, carry(t, first, handoff.JSON), "ctx", "planner")
 				if err != nil || !a.Take {
 					t.Fatalf("first: %+v %v", a, err)
 				}
@@ -178,7 +178,7 @@ func TestD5SameContentIsRetransmission(t *testing.T) {
 
 				var answered []byte
 				for i, enc := range []handoff.Encoding{handoff.JSON, handoff.CBOR, handoff.JSON} {
-					a, err := d.Receive(ctx, carry(t, cp, enc), "ctx", true)
+					a, err := d.Receive(ctx, carry(t, cp, enc), "ctx", "planner")
 					if err != nil || a.Outcome != handoff.Retransmission || !a.Result.Copy || a.Take {
 						t.Fatalf("copy %d: outcome %v copy %v take %v, %v", i, a.Outcome, a.Result.Copy, a.Take, err)
 					}
@@ -197,11 +197,11 @@ func TestD5SameContentIsRetransmission(t *testing.T) {
 				}
 				// Not authenticated as offer.iss: no status, like any
 				// retransmission.
-				if a, err := d.Receive(ctx, carry(t, cp, handoff.JSON), "ctx", false); err != nil || a.Outcome != handoff.Retransmission || a.Status != nil {
+				if a, err := d.Receive(ctx, carry(t, cp, handoff.JSON), "ctx", ""); err != nil || a.Outcome != handoff.Retransmission || a.Status != nil {
 					t.Fatalf("unauthenticated copy: %+v %v", a, err)
 				}
 				// The first's octets still get the hop's own status.
-				if a, err := d.Receive(ctx, carry(t, first, handoff.JSON), "ctx", true); err != nil || a.Result.Copy {
+				if a, err := d.Receive(ctx, carry(t, first, handoff.JSON), "ctx", "planner"); err != nil || a.Result.Copy {
 					t.Fatalf("first again: %+v %v", a, err)
 				} else {
 					verifiesFor(t, w, a.Status, first, cp)
@@ -210,7 +210,7 @@ func TestD5SameContentIsRetransmission(t *testing.T) {
 				// A restart, or another replica: the same octets.
 				s2 := again()
 				d2 := w.delegate(s2, mut)
-				a, err = d2.Receive(ctx, carry(t, cp, handoff.JSON), "ctx", true)
+				a, err = d2.Receive(ctx, carry(t, cp, handoff.JSON), "ctx", "planner")
 				if err != nil || a.Outcome != handoff.Retransmission || a.Status == nil || !bytes.Equal(a.Status.Octets, answered) {
 					t.Fatalf("copy after a restart or on another replica: %+v %v; want the same status octets", a, err)
 				}
@@ -219,7 +219,7 @@ func TestD5SameContentIsRetransmission(t *testing.T) {
 				if _, err := d2.Finish(ctx, o.Iss, o.Hop, delegate.Outcome{State: store.Completed}); err != nil {
 					t.Fatal(err)
 				}
-				a, err = d2.Receive(ctx, carry(t, cp, handoff.JSON), "ctx", true)
+				a, err = d2.Receive(ctx, carry(t, cp, handoff.JSON), "ctx", "planner")
 				if err != nil || a.Outcome != handoff.Retransmission {
 					t.Fatalf("copy after completion: %+v %v", a, err)
 				}
@@ -227,7 +227,7 @@ func TestD5SameContentIsRetransmission(t *testing.T) {
 					t.Fatalf("copy after completion: %q; want completed", st.State)
 				}
 				done := a.Status.Octets
-				if a, err := d2.Receive(ctx, carry(t, cp, handoff.CBOR), "ctx", true); err != nil || a.Status == nil || !bytes.Equal(a.Status.Octets, done) {
+				if a, err := d2.Receive(ctx, carry(t, cp, handoff.CBOR), "ctx", "planner"); err != nil || a.Status == nil || !bytes.Equal(a.Status.Octets, done) {
 					t.Fatalf("copy after completion, again: %+v %v; want the same octets", a, err)
 				}
 
@@ -254,7 +254,7 @@ func TestD5CopyOfUndecidedHop(t *testing.T) {
 	w := newWorld(t)
 	d := w.delegate(w.freshStore(), func(c *delegate.Config) { c.Defer = true })
 	first, o := w.signedOffer(handoff.FormJWS)
-	if a, err := d.Receive(ctx, carry(t, first, handoff.JSON), "ctx", true); err != nil || a.Record.State != store.Received {
+	if a, err := d.Receive(ctx, carry(t, first, handoff.JSON), "ctx", "planner"); err != nil || a.Record.State != store.Received {
 		t.Fatalf("first: %+v %v", a, err)
 	}
 	cp, err := malleate.JWS(first.Octets)
@@ -262,13 +262,13 @@ func TestD5CopyOfUndecidedHop(t *testing.T) {
 		t.Fatal(err)
 	}
 	el := handoff.Element{Form: handoff.FormJWS, Octets: cp}
-	if a, err := d.Receive(ctx, carry(t, el, handoff.JSON), "ctx", true); err != nil || a.Outcome != handoff.Retransmission || a.Status != nil {
+	if a, err := d.Receive(ctx, carry(t, el, handoff.JSON), "ctx", "planner"); err != nil || a.Outcome != handoff.Retransmission || a.Status != nil {
 		t.Fatalf("copy of a received hop: %+v %v; want a retransmission with no status", a, err)
 	}
 	if _, err := d.Accept(ctx, o.Iss, o.Hop); err != nil {
 		t.Fatal(err)
 	}
-	a, err := d.Receive(ctx, carry(t, el, handoff.JSON), "ctx", true)
+	a, err := d.Receive(ctx, carry(t, el, handoff.JSON), "ctx", "planner")
 	if err != nil || a.Outcome != handoff.Retransmission {
 		t.Fatalf("copy after Accept: %+v %v", a, err)
 	}
@@ -286,7 +286,7 @@ func TestD5CopiesPastTheBound(t *testing.T) {
 	s := w.freshStore()
 	d := w.delegate(s, nil)
 	first, o := w.signedOffer(handoff.FormCOSE)
-	if a, err := d.Receive(ctx, carry(t, first, handoff.CBOR), "ctx", true); err != nil || !a.Take {
+	if a, err := d.Receive(ctx, carry(t, first, handoff.CBOR), "ctx", "planner"); err != nil || !a.Take {
 		t.Fatalf("first: %+v %v", a, err)
 	}
 	for i := range store.MaxCopies + 3 {
@@ -295,7 +295,7 @@ func TestD5CopiesPastTheBound(t *testing.T) {
 			t.Fatal(err)
 		}
 		el := handoff.Element{Form: handoff.FormCOSE, Octets: b}
-		a, err := d.Receive(ctx, carry(t, el, handoff.CBOR), "ctx", true)
+		a, err := d.Receive(ctx, carry(t, el, handoff.CBOR), "ctx", "planner")
 		if err != nil || a.Outcome != handoff.Retransmission || !a.Result.Copy {
 			t.Fatalf("copy %d: %+v %v", i, a, err)
 		}
@@ -318,7 +318,7 @@ func TestD5ResentEquivocationOneFlag(t *testing.T) {
 			s, _ := sk.open(t, w)
 			d := w.delegate(s, nil)
 			b, o := w.offer("")
-			if a, err := d.Receive(ctx, b, "ctx", true); err != nil || !a.Take {
+			if a, err := d.Receive(ctx, b, "ctx", "planner"); err != nil || !a.Take {
 				t.Fatalf("first: %+v %v", a, err)
 			}
 			other, _ := w.offer(o.Hop)
@@ -327,7 +327,7 @@ func TestD5ResentEquivocationOneFlag(t *testing.T) {
 				n = 100
 			}
 			for i := range n {
-				a, err := d.Receive(ctx, other, "ctx", true)
+				a, err := d.Receive(ctx, other, "ctx", "planner")
 				if err != nil || a.Outcome != handoff.Equivocation || a.Status != nil {
 					t.Fatalf("delivery %d: %+v %v", i, a, err)
 				}
@@ -337,7 +337,7 @@ func TestD5ResentEquivocationOneFlag(t *testing.T) {
 				t.Fatalf("open flags after %d deliveries: %+v %v; want exactly one equivocation flag", n, flags, err)
 			}
 			third, _ := w.offer(o.Hop)
-			if a, err := d.Receive(ctx, third, "ctx", true); err != nil || a.Outcome != handoff.Equivocation {
+			if a, err := d.Receive(ctx, third, "ctx", "planner"); err != nil || a.Outcome != handoff.Equivocation {
 				t.Fatalf("third: %+v %v", a, err)
 			}
 			if flags, err := s.Flags(ctx, false); err != nil || len(flags) != 2 {
@@ -359,7 +359,7 @@ func TestD5ConcurrentCopyDeliveries(t *testing.T) {
 			s, again := sk.open(t, w)
 			d := w.delegate(s, nil)
 			first, _ := w.signedOffer(handoff.FormJWS)
-			if a, err := d.Receive(ctx, carry(t, first, handoff.JSON), "ctx", true); err != nil || !a.Take {
+			if a, err := d.Receive(ctx, carry(t, first, handoff.JSON), "ctx", "planner"); err != nil || !a.Take {
 				t.Fatalf("first: %+v %v", a, err)
 			}
 			d2 := d
@@ -384,7 +384,7 @@ func TestD5ConcurrentCopyDeliveries(t *testing.T) {
 					if i%2 == 1 {
 						dd = d2
 					}
-					a, err := dd.Receive(ctx, msg, "ctx", true)
+					a, err := dd.Receive(ctx, msg, "ctx", "planner")
 					switch {
 					case err != nil:
 						errs[i] = err
@@ -461,7 +461,7 @@ func TestD5CancelNamesTheSignedOctets(t *testing.T) {
 							if st == orig {
 								el = first
 							}
-							a, err := d.Receive(ctx, carry(t, el, handoff.JSON), "ctx", true)
+							a, err := d.Receive(ctx, carry(t, el, handoff.JSON), "ctx", "planner")
 							if err != nil {
 								t.Fatalf("delivery: %v", err)
 							}

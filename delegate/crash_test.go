@@ -35,7 +35,7 @@ func TestCrashChild(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, err := d.Receive(ctx, b, "ctx", true)
+	a, err := d.Receive(ctx, b, "ctx", "planner")
 	if err != nil || !a.Take {
 		t.Fatalf("child did not take the hop: %+v %v", a, err)
 	}
@@ -192,7 +192,7 @@ func TestCrashRecovery(t *testing.T) {
 			if phase == "after" && len(flags) != 0 {
 				t.Fatalf("flags after Recover of a finished hop: %+v", flags)
 			}
-			a, err := d.Receive(ctx, b, "ctx", true)
+			a, err := d.Receive(ctx, b, "ctx", "planner")
 			if err != nil || a.Take || a.Outcome != handoff.Retransmission {
 				t.Fatalf("after the crash: %+v %v", a, err)
 			}

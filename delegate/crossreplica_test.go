@@ -128,7 +128,7 @@ func TestCrossReplicaCancelAndClaim(t *testing.T) {
 				err error
 			}
 			ra := make(chan res, 1)
-			go func() { x, err := dA.Receive(ctx, off, "ctx", true); ra <- res{x, err} }()
+			go func() { x, err := dA.Receive(ctx, off, "ctx", "planner"); ra <- res{x, err} }()
 			<-aFirstLook
 			rb := make(chan error, 1)
 			go func() {

@@ -8,7 +8,7 @@
 //
 // The flow of one offer:
 //
-//	a, err := d.Receive(ctx, handoffOctets, dialog, authenticatedAsIss)
+//	a, err := d.Receive(ctx, handoffOctets, dialog, sender) // sender: whom the host authenticated, or ""
 //	send(a.Status)            // nil: send nothing
 //	if a.Take {               // new work, recorded "accepted" before this returns
 //	    ... do the work exactly once ...

@@ -134,7 +134,7 @@ func TestRetransmissionAnsweredFromRecord(t *testing.T) {
 	d := w.delegate(w.freshStore(), nil)
 	ctx := context.Background()
 	b, o := w.offer("")
-	a, err := d.Receive(ctx, b, "ctx", true)
+	a, err := d.Receive(ctx, b, "ctx", "planner")
 	if err != nil || !a.Take || a.Outcome != handoff.Accepted {
 		t.Fatalf("first: %+v %v", a, err)
 	}
@@ -142,12 +142,12 @@ func TestRetransmissionAnsweredFromRecord(t *testing.T) {
 		t.Fatalf("state %s", st.State)
 	}
 	accepted := a.Status.Octets
-	again, err := d.Receive(ctx, b, "ctx", true)
+	again, err := d.Receive(ctx, b, "ctx", "planner")
 	if err != nil || again.Take || again.Outcome != handoff.Retransmission || !bytes.Equal(again.Status.Octets, accepted) {
 		t.Fatalf("retransmission: %+v %v", again, err)
 	}
 	// Security "Replay and Freshness": an unauthenticated requester gets nothing.
-	if anon, _ := d.Receive(ctx, b, "ctx", false); anon.Status != nil || anon.Take {
+	if anon, _ := d.Receive(ctx, b, "ctx", ""); anon.Status != nil || anon.Take {
 		t.Fatalf("unauthenticated retransmission answered: %+v", anon)
 	}
 	done, err := d.Finish(ctx, o.Iss, o.Hop, delegate.Outcome{State: store.Completed})
@@ -156,7 +156,7 @@ func TestRetransmissionAnsweredFromRecord(t *testing.T) {
 	}
 	// After exp, a retransmission is still answered with the last status.
 	w.advance(10 * time.Minute)
-	late, err := d.Receive(ctx, b, "ctx", true)
+	late, err := d.Receive(ctx, b, "ctx", "planner")
 	if err != nil || late.Outcome != handoff.Retransmission || !bytes.Equal(late.Status.Octets, done.Octets) {
 		t.Fatalf("late retransmission: %+v %v", late, err)
 	}
@@ -174,7 +174,7 @@ func TestRejections(t *testing.T) {
 	d := w.delegate(s, nil)
 	ctx := context.Background()
 	b, o := w.offer("")
-	a, err := d.Receive(ctx, b, "another-dialog", true)
+	a, err := d.Receive(ctx, b, "another-dialog", "planner")
 	if err != nil || a.Take || a.Outcome != handoff.Rejected {
 		t.Fatalf("%+v %v", a, err)
 	}
@@ -184,14 +184,14 @@ func TestRejections(t *testing.T) {
 	if r, err := s.Get(ctx, o.Iss, o.Hop); err != nil || r.State != store.Rejected || !bytes.Equal(r.Status, a.Status.Octets) {
 		t.Fatalf("record %+v %v", r, err)
 	}
-	again, _ := d.Receive(ctx, b, "ctx", true)
+	again, _ := d.Receive(ctx, b, "ctx", "planner")
 	if again.Outcome != handoff.Retransmission || !bytes.Equal(again.Status.Octets, a.Status.Octets) {
 		t.Fatalf("retransmission of a rejected offer: %+v", again)
 	}
 	// Step 3: stale; not remembered (D5).
 	stale, o2 := w.offer("")
 	w.advance(5 * time.Minute)
-	a, _ = d.Receive(ctx, stale, "ctx", true)
+	a, _ = d.Receive(ctx, stale, "ctx", "planner")
 	if statusOf(t, w, a.Status, stale).Reason != handoff.ReasonStale {
 		t.Fatalf("stale: %+v", a)
 	}
@@ -212,7 +212,7 @@ func TestWrongAudienceStatusNamesItsSigner(t *testing.T) {
 	w.addAgent("tester")
 	d := w.delegate(w.freshStore(), func(c *delegate.Config) { c.Options.Me = "tester"; c.Signer = w.signers["tester"] })
 	b, o := w.offer("")
-	a, err := d.Receive(context.Background(), b, "ctx", true)
+	a, err := d.Receive(context.Background(), b, "ctx", "planner")
 	if err != nil || a.Outcome != handoff.Rejected || a.Result.Reason != handoff.ReasonWrongAudience {
 		t.Fatalf("%+v %v", a, err)
 	}
@@ -243,12 +243,12 @@ func TestEquivocation(t *testing.T) {
 		s := w.freshStore()
 		d := w.delegate(s, func(c *delegate.Config) { c.Defer = true })
 		b, o := w.offer("")
-		a, err := d.Receive(ctx, b, "ctx", true)
+		a, err := d.Receive(ctx, b, "ctx", "planner")
 		if err != nil || a.Take || a.Status != nil || a.Record.State != store.Received {
 			t.Fatalf("deferred: %+v %v", a, err)
 		}
 		b2, _ := w.offer(o.Hop)
-		a2, err := d.Receive(ctx, b2, "ctx", true)
+		a2, err := d.Receive(ctx, b2, "ctx", "planner")
 		if err != nil || a2.Outcome != handoff.Equivocation || a2.Status != nil || a2.Take {
 			t.Fatalf("second: %+v %v", a2, err)
 		}
@@ -267,11 +267,11 @@ func TestEquivocation(t *testing.T) {
 		var stopped []string
 		d := w.delegate(w.freshStore(), func(c *delegate.Config) { c.Stop = func(_, hop string) { stopped = append(stopped, hop) } })
 		b, o := w.offer("")
-		if a, _ := d.Receive(ctx, b, "ctx", true); !a.Take {
+		if a, _ := d.Receive(ctx, b, "ctx", "planner"); !a.Take {
 			t.Fatal("not taken")
 		}
 		b2, _ := w.offer(o.Hop)
-		a2, _ := d.Receive(ctx, b2, "ctx", true)
+		a2, _ := d.Receive(ctx, b2, "ctx", "planner")
 		if a2.Outcome != handoff.Equivocation || a2.Status != nil || len(stopped) != 1 {
 			t.Fatalf("second: %+v stopped %v", a2, stopped)
 		}
@@ -290,10 +290,10 @@ func TestEquivocation(t *testing.T) {
 		s := w.freshStore()
 		d := w.delegate(s, nil)
 		b, o := w.offer("")
-		d.Receive(ctx, b, "ctx", true)
+		d.Receive(ctx, b, "ctx", "planner")
 		done, _ := d.Finish(ctx, o.Iss, o.Hop, delegate.Outcome{State: store.Completed})
 		b2, _ := w.offer(o.Hop)
-		a2, _ := d.Receive(ctx, b2, "ctx", true)
+		a2, _ := d.Receive(ctx, b2, "ctx", "planner")
 		r, _ := s.Get(ctx, o.Iss, o.Hop)
 		if a2.Status != nil || !bytes.Equal(r.Status, done.Octets) {
 			t.Fatalf("terminal hop changed: %+v", a2)
@@ -338,7 +338,7 @@ func TestRestartRule(t *testing.T) {
 	}
 	d := w.delegate(s, nil)
 	b, _ := w.offer("") // issued now, after the memory began
-	if a, err := d.Receive(ctx, b, "ctx", true); err != nil || !a.Take {
+	if a, err := d.Receive(ctx, b, "ctx", "planner"); err != nil || !a.Take {
 		t.Fatalf("%+v %v", a, err)
 	}
 	// The records are lost: the memory begins now.
@@ -348,13 +348,13 @@ func TestRestartRule(t *testing.T) {
 	}
 	d = w.delegate(s, nil)
 	w.advance(time.Second)
-	a, err := d.Receive(ctx, b, "ctx", true)
+	a, err := d.Receive(ctx, b, "ctx", "planner")
 	if err != nil || a.Take || statusOf(t, w, a.Status, b).Reason != handoff.ReasonReplay {
 		t.Fatalf("after losing memory: %+v %v", a, err)
 	}
 	// A new offer issued after the restart is taken.
 	nb, _ := w.offer("")
-	if a, _ := d.Receive(ctx, nb, "ctx", true); !a.Take {
+	if a, _ := d.Receive(ctx, nb, "ctx", "planner"); !a.Take {
 		t.Fatalf("new offer: %+v", a)
 	}
 }
@@ -375,7 +375,7 @@ func TestRecordOutcome(t *testing.T) {
 	s.Forget(ctx, w.clock().Add(-time.Hour))
 	d := w.delegate(s, nil)
 	b, o := w.offer("")
-	if a, _ := d.Receive(ctx, b, "ctx", true); !a.Take {
+	if a, _ := d.Receive(ctx, b, "ctx", "planner"); !a.Take {
 		t.Fatal("not taken")
 	}
 	boom := errors.New("disk full")
@@ -426,11 +426,11 @@ func TestUnknownOutcome(t *testing.T) {
 	d := w.delegate(w.freshStore(), nil)
 	ctx := context.Background()
 	b, o := w.offer("")
-	a, _ := d.Receive(ctx, b, "ctx", true)
+	a, _ := d.Receive(ctx, b, "ctx", "planner")
 	if err := d.Unknown(ctx, o.Iss, o.Hop, "the payment service timed out"); err != nil {
 		t.Fatal(err)
 	}
-	again, _ := d.Receive(ctx, b, "ctx", true)
+	again, _ := d.Receive(ctx, b, "ctx", "planner")
 	if !bytes.Equal(again.Status.Octets, a.Status.Octets) {
 		t.Fatal("retransmission of an unknown outcome is not the accepted status")
 	}
@@ -452,7 +452,7 @@ func TestCancel(t *testing.T) {
 	d := w.delegate(s, func(c *delegate.Config) { c.Stop = func(string, string) { stopped++ } })
 	ctx := context.Background()
 	b, o := w.offer("")
-	d.Receive(ctx, b, "ctx", true)
+	d.Receive(ctx, b, "ctx", "planner")
 	h, _ := handoff.ParseHandoff(b, handoff.Limits{})
 	cancel, _ := w.signers["planner"].SignStatus(&handoff.Status{Offer: h.Offer.Digest(), Iss: "planner", Aud: "coder",
 		Iat: w.clock().Unix(), State: handoff.StateCanceled}, handoff.FormCOSE)
@@ -508,13 +508,13 @@ func TestSweepBounded(t *testing.T) {
 			}
 			d := w.delegate(s, func(c *delegate.Config) { c.Retention = time.Minute })
 			sb, stuck := w.offer("")
-			if a, err := d.Receive(ctx, sb, "ctx", true); err != nil || !a.Take {
+			if a, err := d.Receive(ctx, sb, "ctx", "planner"); err != nil || !a.Take {
 				t.Fatalf("%+v %v", a, err)
 			}
 			max := 0
 			for i := 0; i < 600; i++ {
 				b, o := w.offer("")
-				if a, err := d.Receive(ctx, b, "ctx", true); err != nil || !a.Take {
+				if a, err := d.Receive(ctx, b, "ctx", "planner"); err != nil || !a.Take {
 					t.Fatalf("not taken: %+v %v", a, err)
 				}
 				if _, err := d.Finish(ctx, o.Iss, o.Hop, delegate.Outcome{State: store.Completed}); err != nil {
@@ -555,7 +555,7 @@ func TestCancelBeforeOffer(t *testing.T) {
 	if _, err := d.Cancel(ctx, cancel, o.Iss, o.Hop); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("cancel before the offer: %v", err)
 	}
-	a, err := d.Receive(ctx, b, "ctx", true)
+	a, err := d.Receive(ctx, b, "ctx", "planner")
 	if err != nil || a.Take || a.Outcome != handoff.Rejected || statusOf(t, w, a.Status, b).Reason != handoff.ReasonPolicy {
 		t.Fatalf("offer after its cancel: %+v %v", a, err)
 	}
@@ -568,7 +568,7 @@ func TestCancelBeforeOffer(t *testing.T) {
 	forged, _ := w.signers["coder"].SignStatus(&handoff.Status{Offer: h2.Offer.Digest(), Iss: "planner", Aud: "coder",
 		Iat: w.clock().Unix(), State: handoff.StateCanceled}, handoff.FormJWS)
 	d.Cancel(ctx, forged, o2.Iss, o2.Hop)
-	if a, _ := d.Receive(ctx, b2, "ctx", true); !a.Take {
+	if a, _ := d.Receive(ctx, b2, "ctx", "planner"); !a.Take {
 		t.Fatalf("a forged early cancel stopped the offer: %+v", a)
 	}
 }

@@ -77,7 +77,7 @@ func Example() {
 
 	// authenticated: the host protocol authenticated the sender as the
 	// offer's iss (only then is a retransmission answered with a status).
-	a, err := d.Receive(ctx, b, "ctx-42", true)
+	a, err := d.Receive(ctx, b, "ctx-42", "https://planner.example")
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -91,7 +91,7 @@ func Example() {
 		fmt.Println(stateOf(st))
 	}
 
-	a, err = d.Receive(ctx, b, "ctx-42", true)
+	a, err = d.Receive(ctx, b, "ctx-42", "https://planner.example")
 	if err != nil {
 		log.Fatal(err)
 	}

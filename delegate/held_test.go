@@ -64,7 +64,7 @@ func TestHeldCancelSurvivesRestart(t *testing.T) {
 	defer s2.Close()
 	stops := 0
 	d2 := w.delegate(s2, func(c *delegate.Config) { c.Stop = func(string, string) { stops++ } })
-	a, err := d2.Receive(ctx, b, "ctx", true)
+	a, err := d2.Receive(ctx, b, "ctx", "planner")
 	wantRefusedCanceled(t, w, s2, a, err, b, o)
 	if stops != 0 {
 		t.Fatalf("Stop called %d times for work never handed out", stops)
@@ -115,7 +115,7 @@ func TestHeldCancelHonouredByAnotherReplica(t *testing.T) {
 			if _, err := da.Cancel(ctx, cancelStatus(t, w, b), o.Iss, o.Hop); !errors.Is(err, store.ErrNotFound) {
 				t.Fatalf("early cancel on A: %v; want held", err)
 			}
-			a, err := db.Receive(ctx, b, "ctx", true)
+			a, err := db.Receive(ctx, b, "ctx", "planner")
 			wantRefusedCanceled(t, w, sb, a, err, b, o)
 
 			// Delivered to both at once, the cancel held on A.
@@ -128,7 +128,7 @@ func TestHeldCancelHonouredByAnotherReplica(t *testing.T) {
 				errs := make([]error, 2)
 				var wg sync.WaitGroup
 				for i, d := range []*delegate.Delegate{da, db} {
-					wg.Go(func() { answers[i], errs[i] = d.Receive(ctx, b, "ctx", true) })
+					wg.Go(func() { answers[i], errs[i] = d.Receive(ctx, b, "ctx", "planner") })
 				}
 				wg.Wait()
 				for i := range 2 {
@@ -188,7 +188,7 @@ func TestHeldCancelQuotaUnderFlood(t *testing.T) {
 			if !errors.Is(err, store.ErrHeldFull) || !errors.Is(err, store.ErrNotFound) || !strings.Contains(err.Error(), "not held") {
 				t.Fatalf("a cancel past the total bound: %v; want not held, ErrHeldFull", err)
 			}
-			a, err := d.Receive(ctx, b, "ctx", true)
+			a, err := d.Receive(ctx, b, "ctx", "planner")
 			wantRefusedCanceled(t, w, s, a, err, b, o)
 		})
 	}

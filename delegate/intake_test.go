@@ -65,7 +65,7 @@ func intakeDuringWork(t *testing.T, s store.Store, db *sql.DB, insert string) {
 	deferred := w.delegate(s, func(c *delegate.Config) { c.Defer = true }) // a second replica, deciding later
 
 	slowB, slow := w.offer("")
-	if a, err := d.Receive(ctx, slowB, "ctx", true); err != nil || !a.Take {
+	if a, err := d.Receive(ctx, slowB, "ctx", "planner"); err != nil || !a.Take {
 		t.Fatalf("the slow offer: %+v, %v", a, err)
 	}
 	working := make(chan struct{})
@@ -143,7 +143,7 @@ func intakeOne(w *world, s store.Store, d, deferred *delegate.Delegate, kind int
 	if kind == 2 {
 		via = deferred
 	}
-	a, err := via.Receive(ctx, b, "ctx", true)
+	a, err := via.Receive(ctx, b, "ctx", "planner")
 	if err != nil {
 		return fmt.Errorf("Receive: %w", err)
 	}

@@ -95,13 +95,13 @@ func TestAcceptRacesEquivocation(t *testing.T) {
 				cfg.Stop = func(_, hop string) { stopped = append(stopped, hop) }
 			})
 			b, o := w.offer("")
-			if a, err := d.Receive(ctx, b, "ctx", true); err != nil || a.Record.State != store.Received {
+			if a, err := d.Receive(ctx, b, "ctx", "planner"); err != nil || a.Record.State != store.Received {
 				t.Fatalf("%+v %v", a, err)
 			}
 			b2, _ := w.offer(o.Hop)
 			if c.during {
 				s.hook = func() {
-					if a, err := d.Receive(ctx, b2, "ctx", true); err != nil || a.Outcome != handoff.Equivocation || a.Status != nil {
+					if a, err := d.Receive(ctx, b2, "ctx", "planner"); err != nil || a.Outcome != handoff.Equivocation || a.Status != nil {
 						t.Errorf("the equivocating offer: %+v, %v", a, err)
 					}
 				}
@@ -152,7 +152,7 @@ func TestClaimLostNothingFound(t *testing.T) {
 		var claimed *store.Record
 		d := w.delegate(&lossy{Store: mem, before: func(r *store.Record) { c := *r; claimed = &c }}, nil)
 		b, o := w.offer("")
-		if a, err := d.Receive(ctx, b, "ctx", true); !errors.Is(err, errReset) || a != nil {
+		if a, err := d.Receive(ctx, b, "ctx", "planner"); !errors.Is(err, errReset) || a != nil {
 			t.Fatalf("Receive = %+v, %v; want the claim's error", a, err)
 		}
 		if _, stored, err := mem.Claim(ctx, claimed); err != nil || !stored { // the late commit
@@ -169,7 +169,7 @@ func TestClaimLostNothingFound(t *testing.T) {
 		w := newWorld(t)
 		d := w.delegate(noFlags{&lossy{Store: w.freshStore()}}, nil)
 		b, o := w.offer("")
-		_, err := d.Receive(ctx, b, "ctx", true)
+		_, err := d.Receive(ctx, b, "ctx", "planner")
 		if !errors.Is(err, errReset) || !errors.Is(err, errNoFlag) || !strings.Contains(err.Error(), o.Hop) {
 			t.Fatalf("Receive = %v; want the claim's error and the flag's, naming the hop", err)
 		}
@@ -179,7 +179,7 @@ func TestClaimLostNothingFound(t *testing.T) {
 		mem := w.freshStore()
 		d := w.delegate(&lossy{Store: mem}, func(c *delegate.Config) { c.Defer = true })
 		b, o := w.offer("")
-		if _, err := d.Receive(ctx, b, "ctx", true); !errors.Is(err, errReset) {
+		if _, err := d.Receive(ctx, b, "ctx", "planner"); !errors.Is(err, errReset) {
 			t.Fatalf("Receive = %v; want the claim's error", err)
 		}
 		if n := unknownFlags(t, d, o.Hop); n != 0 {
@@ -218,7 +218,7 @@ func TestFinishRacesEquivocation(t *testing.T) {
 			ms := &markAfterGet{Store: s}
 			d := w.delegate(ms, nil)
 			b, o := w.offer("")
-			if a, err := d.Receive(ctx, b, "ctx", true); err != nil || !a.Take {
+			if a, err := d.Receive(ctx, b, "ctx", "planner"); err != nil || !a.Take {
 				t.Fatalf("%+v %v", a, err)
 			}
 			ref := handoff.ContextRef{Kind: handoff.KindDigest, Dig: handoff.DigestOf([]byte("half the files written"))}
@@ -264,7 +264,7 @@ func TestRecoverRacesRelease(t *testing.T) {
 	operator := w.delegate(mem, nil)
 	d := w.delegate(releaseOnList{mem, operator}, nil)
 	b, o := w.offer("")
-	if a, err := d.Receive(ctx, b, "ctx", true); err != nil || !a.Take {
+	if a, err := d.Receive(ctx, b, "ctx", "planner"); err != nil || !a.Take {
 		t.Fatalf("%+v %v", a, err)
 	}
 	if n, err := d.Recover(ctx); err != nil || n != 0 {
@@ -354,7 +354,7 @@ func TestCancelRacesAccept(t *testing.T) {
 				}
 			}
 			d = w.delegate(s, func(cfg *delegate.Config) { cfg.Defer = true })
-			if _, err := d.Receive(ctx, b, "ctx", true); err != nil {
+			if _, err := d.Receive(ctx, b, "ctx", "planner"); err != nil {
 				t.Fatal(err)
 			}
 			if c.state == store.Failed {
@@ -408,7 +408,7 @@ func TestHeldCancelNotReplacedByAnotherIssuer(t *testing.T) {
 	if _, err := d.Cancel(ctx, other, o.Iss, o.Hop); !errors.Is(err, store.ErrNotFound) || !strings.Contains(err.Error(), "held") {
 		t.Fatalf("the tester's early cancel: %v", err)
 	}
-	a, err := d.Receive(ctx, b, "ctx", true)
+	a, err := d.Receive(ctx, b, "ctx", "planner")
 	if err != nil || a.Take || a.Outcome != handoff.Rejected || statusOf(t, w, a.Status, b).Reason != handoff.ReasonPolicy {
 		t.Fatalf("the offer after its delegator's cancel: %+v, %v; want rejected (policy)", a, err)
 	}
@@ -423,7 +423,7 @@ func TestErrorsNameIssAndHop(t *testing.T) {
 	sq := stores["sqlite"]
 	d := w.delegate(sq, nil)
 	b, o := w.offer("")
-	if a, err := d.Receive(ctx, b, "ctx", true); err != nil || !a.Take {
+	if a, err := d.Receive(ctx, b, "ctx", "planner"); err != nil || !a.Take {
 		t.Fatalf("%+v %v", a, err)
 	}
 	named := func(what string, err, sentinel error) {
@@ -572,10 +572,10 @@ func TestHeldCancelNeverLost(t *testing.T) {
 		if _, err := d.Cancel(ctx, cancelStatus(t, w, b), o.Iss, o.Hop); !errors.Is(err, store.ErrNotFound) {
 			t.Fatalf("early cancel: %v", err)
 		}
-		if _, err := d.Receive(ctx, b, "ctx", true); !errors.Is(err, errReset) {
+		if _, err := d.Receive(ctx, b, "ctx", "planner"); !errors.Is(err, errReset) {
 			t.Fatalf("first delivery: %v; want the claim's error", err)
 		}
-		a, err := d.Receive(ctx, b, "ctx", true)
+		a, err := d.Receive(ctx, b, "ctx", "planner")
 		if err != nil || a.Take || a.Outcome != handoff.Rejected || statusOf(t, w, a.Status, b).Reason != handoff.ReasonPolicy {
 			t.Fatalf("asked again: %+v, %v; want rejected policy, not taken", a, err)
 		}
@@ -593,7 +593,7 @@ func TestHeldCancelNeverLost(t *testing.T) {
 				t.Errorf("cancel before the claim's write: %v; want held", err)
 			}
 		}
-		a, err := d.Receive(ctx, b, "ctx", true)
+		a, err := d.Receive(ctx, b, "ctx", "planner")
 		if err != nil || a.Take || a.Status == nil {
 			t.Fatalf("Receive: %+v, %v; want not taken, with a status", a, err)
 		}
@@ -628,7 +628,7 @@ func TestHeldCancelNeverLost(t *testing.T) {
 				t.Errorf("Cancel: %+v, %v; want the hop found accepted and canceled", r, err)
 			}
 		}
-		a, err := d.Receive(ctx, b, "ctx", true)
+		a, err := d.Receive(ctx, b, "ctx", "planner")
 		if err != nil || !a.Take {
 			t.Fatalf("Receive: %+v, %v; want taken (the cancel applied itself to the record)", a, err)
 		}
@@ -643,7 +643,7 @@ func TestHeldCancelNeverLost(t *testing.T) {
 		var stopped []string
 		d := w.delegate(mem, func(c *delegate.Config) { c.Stop = func(_, hop string) { stopped = append(stopped, hop) } })
 		b, o := w.offer("")
-		if a, err := d.Receive(ctx, b, "ctx", true); err != nil || !a.Take {
+		if a, err := d.Receive(ctx, b, "ctx", "planner"); err != nil || !a.Take {
 			t.Fatalf("Receive: %+v, %v; want taken", a, err)
 		}
 		// A host that knows only the digest the cancel names passes no hop.
@@ -667,7 +667,7 @@ func TestHeldCancelNeverLost(t *testing.T) {
 			t.Fatal(err)
 		}
 		var a *delegate.Answer
-		g.hook = func() { a, _ = d.Receive(ctx, b, "ctx", true) }
+		g.hook = func() { a, _ = d.Receive(ctx, b, "ctx", "planner") }
 		if _, err := d.Cancel(ctx, bad, o.Iss, o.Hop); err == nil {
 			t.Fatal("a cancel addressed to another agent was accepted")
 		}
@@ -686,11 +686,11 @@ func TestHeldCancelNeverLost(t *testing.T) {
 			t.Fatalf("early cancel: %v", err)
 		}
 		s.hook = func() {
-			if _, err := d.Receive(ctx, by, "ctx", true); err != nil {
+			if _, err := d.Receive(ctx, by, "ctx", "planner"); err != nil {
 				t.Error(err)
 			}
 		}
-		if _, err := d.Receive(ctx, bx, "ctx", true); err != nil {
+		if _, err := d.Receive(ctx, bx, "ctx", "planner"); err != nil {
 			t.Fatal(err)
 		}
 		if r, _ := mem.Get(ctx, o.Iss, o.Hop); r.Canceled {
@@ -715,11 +715,11 @@ func TestHeldCancelNeverLost(t *testing.T) {
 		var second *delegate.Answer
 		s.hook = func() {
 			var err error
-			if second, err = d.Receive(ctx, b, "ctx", true); err != nil {
+			if second, err = d.Receive(ctx, b, "ctx", "planner"); err != nil {
 				t.Errorf("second delivery: %v", err)
 			}
 		}
-		first, err := d.Receive(ctx, b, "ctx", true)
+		first, err := d.Receive(ctx, b, "ctx", "planner")
 		if err != nil || first.Take || second == nil || second.Take {
 			t.Fatalf("deliveries %+v, %+v, %v; want neither taken", first, second, err)
 		}
@@ -753,7 +753,7 @@ func TestAcceptCanceledFailureFlagged(t *testing.T) {
 	mem := w.freshStore()
 	d := w.delegate(acceptThenFail{mem}, func(c *delegate.Config) { c.Defer = true })
 	b, o := w.offer("")
-	if _, err := d.Receive(ctx, b, "ctx", true); err != nil {
+	if _, err := d.Receive(ctx, b, "ctx", "planner"); err != nil {
 		t.Fatal(err)
 	}
 	_, err := d.Accept(ctx, o.Iss, o.Hop)
@@ -787,11 +787,11 @@ func TestEquivocationFlaggedWhenHandlingFails(t *testing.T) {
 	mem := w.freshStore()
 	d := w.delegate(failRejected{mem}, func(c *delegate.Config) { c.Defer = true })
 	b, o := w.offer("")
-	if _, err := d.Receive(ctx, b, "ctx", true); err != nil {
+	if _, err := d.Receive(ctx, b, "ctx", "planner"); err != nil {
 		t.Fatal(err)
 	}
 	b2, _ := w.offer(o.Hop)
-	if _, err := d.Receive(ctx, b2, "ctx", true); !errors.Is(err, errReset) {
+	if _, err := d.Receive(ctx, b2, "ctx", "planner"); !errors.Is(err, errReset) {
 		t.Fatalf("second offer: %v; want the store's error", err)
 	}
 	flags, err := d.Flags(ctx, false)
@@ -822,7 +822,7 @@ func TestRejectRacesEquivocation(t *testing.T) {
 	mem := w.freshStore()
 	d := w.delegate(markBeforeReject{mem}, func(c *delegate.Config) { c.Defer = true })
 	b, o := w.offer("")
-	if _, err := d.Receive(ctx, b, "ctx", true); err != nil {
+	if _, err := d.Receive(ctx, b, "ctx", "planner"); err != nil {
 		t.Fatal(err)
 	}
 	st, err := d.Reject(ctx, o.Iss, o.Hop, handoff.ReasonPolicy)

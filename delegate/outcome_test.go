@@ -41,7 +41,7 @@ func takenOnSQLite(t *testing.T) (*world, *sqlite.Store, *delegate.Delegate, []b
 	s := openSQLiteStore(t, w)
 	d := w.delegate(s, nil)
 	b, o := w.offer("")
-	if a, err := d.Receive(context.Background(), b, "ctx", true); err != nil || !a.Take {
+	if a, err := d.Receive(context.Background(), b, "ctx", "planner"); err != nil || !a.Take {
 		t.Fatal(a, err)
 	}
 	return w, s, d, b, o
@@ -79,7 +79,7 @@ func TestRecordOutcomeStoppedWhileWorking(t *testing.T) {
 		}, delegate.ErrCanceled, handoff.ReasonPolicy, true, false},
 		{"equivocated", func(t *testing.T, w *world, d *delegate.Delegate, _ []byte, o *handoff.Offer) {
 			second, _ := w.offer(o.Hop)
-			if _, err := d.Receive(ctx, second, "ctx", true); err != nil {
+			if _, err := d.Receive(ctx, second, "ctx", "planner"); err != nil {
 				t.Errorf("second offer: %v", err)
 			}
 		}, delegate.ErrEquivocated, handoff.ReasonEquivocation, false, true},
@@ -94,7 +94,7 @@ func TestRecordOutcomeStoppedWhileWorking(t *testing.T) {
 				s := openSQLiteStore(t, w)
 				d := w.delegate(s, nil)
 				b, o := w.offer("")
-				if a, err := d.Receive(ctx, b, "ctx", true); err != nil || !a.Take {
+				if a, err := d.Receive(ctx, b, "ctx", "planner"); err != nil || !a.Take {
 					t.Fatalf("Receive: %+v, %v", a, err)
 				}
 				if before {
@@ -142,7 +142,7 @@ func TestRecordOutcomeOutlivesTheCallersDeadline(t *testing.T) {
 	s := openSQLiteStore(t, w)
 	d := w.delegate(s, nil)
 	b, o := w.offer("")
-	if a, err := d.Receive(context.Background(), b, "ctx", true); err != nil || !a.Take {
+	if a, err := d.Receive(context.Background(), b, "ctx", "planner"); err != nil || !a.Take {
 		t.Fatal(a, err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -234,7 +234,7 @@ func TestRecordOutcomeTwiceRunsOnce(t *testing.T) {
 	}
 	// A caller that gives up waiting gets its context's error.
 	b2, o2 := w.offer("")
-	if a, err := d.Receive(ctx, b2, "ctx", true); err != nil || !a.Take {
+	if a, err := d.Receive(ctx, b2, "ctx", "planner"); err != nil || !a.Take {
 		t.Fatal(a, err)
 	}
 	hold, held := make(chan struct{}), make(chan struct{})

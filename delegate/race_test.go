@@ -51,7 +51,7 @@ func tally(t *testing.T, d *delegate.Delegate, offers [][]byte, n int) map[strin
 		go func() {
 			defer wg.Done()
 			<-start
-			a, err := d.Receive(context.Background(), offers[i%len(offers)], "ctx", true)
+			a, err := d.Receive(context.Background(), offers[i%len(offers)], "ctx", "planner")
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {

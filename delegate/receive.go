@@ -30,19 +30,21 @@ type Answer struct {
 
 // Receive checks a Handoff and records the decision before returning, so
 // that a status (or the work) only leaves after the record it depends on
-// is durable. authenticated says whether the host protocol authenticated
-// the sender of this request as the offer's iss; a resent status goes
-// only to such a sender (draft "Replay and Freshness").
-func (d *Delegate) Receive(ctx context.Context, b []byte, dialog string, authenticated bool) (*Answer, error) {
+// is durable. sender is the AgentId the host protocol authenticated as the
+// sender of this request, or "" when it authenticated none: a resent
+// status goes only to a sender that is the verified offer's iss (draft
+// "Replay and Freshness"). The delegate compares the two itself, after
+// verifying, so that a caller never reads the unverified offer to ask.
+func (d *Delegate) Receive(ctx context.Context, b []byte, dialog, sender string) (*Answer, error) {
 	h, err := handoff.ParseHandoff(b, d.cfg.Options.Limits)
-	return d.ReceiveParsed(ctx, h, err, dialog, authenticated)
+	return d.ReceiveParsed(ctx, h, err, dialog, sender)
 }
 
 // ReceiveParsed is Receive for a Handoff the caller has already decoded
 // with handoff.ParseHandoff (h and parseErr exactly as it returned them),
 // so that a carrier decodes a request's Handoff once
 // (handoff.Receiver.ReceiveParsed).
-func (d *Delegate) ReceiveParsed(ctx context.Context, h *handoff.Handoff, parseErr error, dialog string, authenticated bool) (*Answer, error) {
+func (d *Delegate) ReceiveParsed(ctx context.Context, h *handoff.Handoff, parseErr error, dialog, sender string) (*Answer, error) {
 	held := &readHolder{chain: h != nil && len(h.Chain) > 0} // see lookupOnly
 	res, err := d.recv.Load().ReceiveParsed(context.WithValue(ctx, costlyLater{}, held), h, parseErr, dialog)
 	if res == nil {
@@ -55,7 +57,8 @@ func (d *Delegate) ReceiveParsed(ctx context.Context, h *handoff.Handoff, parseE
 	}
 	o := res.Offer
 	a.Iss, a.Hop = o.Iss, o.Hop
-	dg := *res.OfferDigest // computed once by the receiver; set whenever Offer is
+	authenticated := sender != "" && sender == o.Iss // o is verified (steps 1-2)
+	dg := *res.OfferDigest                           // computed once by the receiver; set whenever Offer is
 	switch res.Outcome {
 	case handoff.Retransmission, handoff.Equivocation:
 		r := held.rec // read at step 4, when it was

@@ -68,7 +68,7 @@ func TestClaimAcknowledgementLost(t *testing.T) {
 		l := &lossy{Store: mem, commit: true}
 		d := w.delegate(l, nil)
 		b, o := w.offer("")
-		a, err := d.Receive(context.Background(), b, "ctx", true)
+		a, err := d.Receive(context.Background(), b, "ctx", "planner")
 		if err != nil || !a.Take || a.Outcome != handoff.Accepted || a.Record == nil || a.Record.State != store.Accepted {
 			t.Fatalf("Receive = %+v, %v; want the hop taken", a, err)
 		}
@@ -76,7 +76,7 @@ func TestClaimAcknowledgementLost(t *testing.T) {
 			t.Fatalf("status %s", st.State)
 		}
 		l.commit = false
-		again, err := d.Receive(context.Background(), b, "ctx", true)
+		again, err := d.Receive(context.Background(), b, "ctx", "planner")
 		if err != nil || again.Take || again.Outcome != handoff.Retransmission || !bytes.Equal(again.Status.Octets, a.Status.Octets) {
 			t.Fatalf("retransmission: %+v, %v", again, err)
 		}
@@ -91,7 +91,7 @@ func TestClaimAcknowledgementLost(t *testing.T) {
 		l := &lossy{Store: mem, commit: true, after: cancel}
 		d := w.delegate(l, nil)
 		b, o := w.offer("")
-		a, err := d.Receive(ctx, b, "ctx", true)
+		a, err := d.Receive(ctx, b, "ctx", "planner")
 		if err == nil || !errors.Is(err, errReset) || !strings.Contains(err.Error(), o.Hop) {
 			t.Fatalf("Receive = %+v, %v; want the claim's error naming the hop", a, err)
 		}
@@ -105,7 +105,7 @@ func TestClaimAcknowledgementLost(t *testing.T) {
 		// A retransmission gets the recorded "accepted"; Recover adds no
 		// second flag.
 		l.commit, l.after = false, nil
-		again, err := d.Receive(context.Background(), b, "ctx", true)
+		again, err := d.Receive(context.Background(), b, "ctx", "planner")
 		if err != nil || again.Take || !bytes.Equal(again.Status.Octets, r.Status) {
 			t.Fatalf("retransmission: %+v, %v", again, err)
 		}
@@ -118,7 +118,7 @@ func TestClaimAcknowledgementLost(t *testing.T) {
 		mem := w.freshStore()
 		d := w.delegate(&lossy{Store: mem}, nil)
 		b, o := w.offer("")
-		if a, err := d.Receive(context.Background(), b, "ctx", true); !errors.Is(err, errReset) {
+		if a, err := d.Receive(context.Background(), b, "ctx", "planner"); !errors.Is(err, errReset) {
 			t.Fatalf("Receive = %+v, %v; want the claim's error", a, err)
 		}
 		if _, err := mem.Get(context.Background(), o.Iss, o.Hop); !errors.Is(err, store.ErrNotFound) {
@@ -136,7 +136,7 @@ func TestClaimAcknowledgementLost(t *testing.T) {
 		}
 		d := w.delegate(&lossy{Store: mem, before: other}, nil)
 		b, _ := w.offer("")
-		a, err := d.Receive(context.Background(), b, "ctx", true)
+		a, err := d.Receive(context.Background(), b, "ctx", "planner")
 		if err != nil || a.Take || a.Outcome != handoff.Retransmission || string(a.Status.Octets) != "another replica's accepted" {
 			t.Fatalf("Receive = %+v, %v; want a retransmission answered with the winner's status", a, err)
 		}
@@ -152,7 +152,7 @@ func TestRecover(t *testing.T) {
 	d := w.delegate(s, nil)
 	take := func() *handoff.Offer {
 		b, o := w.offer("")
-		if a, err := d.Receive(ctx, b, "ctx", true); err != nil || !a.Take {
+		if a, err := d.Receive(ctx, b, "ctx", "planner"); err != nil || !a.Take {
 			t.Fatalf("%+v %v", a, err)
 		}
 		return o
@@ -166,7 +166,7 @@ func TestRecover(t *testing.T) {
 	}
 	deferred := w.delegate(s, func(c *delegate.Config) { c.Defer = true })
 	rb, ro := w.offer("")
-	if _, err := deferred.Receive(ctx, rb, "ctx", true); err != nil {
+	if _, err := deferred.Receive(ctx, rb, "ctx", "planner"); err != nil {
 		t.Fatal(err)
 	}
 	if n, err := d.Recover(ctx); err != nil || n != 2 {
@@ -235,7 +235,7 @@ func TestAcceptAfterCancel(t *testing.T) {
 			}
 			d := w.delegate(s, func(cfg *delegate.Config) { cfg.Defer = true })
 			b, o := w.offer("")
-			if a, err := d.Receive(ctx, b, "ctx", true); err != nil || a.Record.State != store.Received {
+			if a, err := d.Receive(ctx, b, "ctx", "planner"); err != nil || a.Record.State != store.Received {
 				t.Fatalf("%+v %v", a, err)
 			}
 			if !c.race {
@@ -277,7 +277,7 @@ func TestRelease(t *testing.T) {
 	s := w.freshStore()
 	d := w.delegate(s, func(c *delegate.Config) { c.Retention = time.Hour })
 	b, o := w.offer("")
-	a, err := d.Receive(ctx, b, "ctx", true)
+	a, err := d.Receive(ctx, b, "ctx", "planner")
 	if err != nil || !a.Take {
 		t.Fatalf("%+v %v", a, err)
 	}
@@ -304,7 +304,7 @@ func TestRelease(t *testing.T) {
 	if err != nil || r.State != store.Accepted || r.Released.IsZero() || !bytes.Equal(r.Status, a.Status.Octets) {
 		t.Fatalf("record after Release: %+v, %v; want accepted, released, its accepted status", r, err)
 	}
-	again, err := d.Receive(ctx, b, "ctx", true)
+	again, err := d.Receive(ctx, b, "ctx", "planner")
 	if err != nil || again.Take || !bytes.Equal(again.Status.Octets, a.Status.Octets) {
 		t.Fatalf("retransmission after Release: %+v, %v", again, err)
 	}
@@ -328,7 +328,7 @@ func TestRelease(t *testing.T) {
 	}
 	// A hop that is not accepted cannot be released.
 	b2, o2 := w.offer("")
-	if _, err := d.Receive(ctx, b2, "ctx", true); err != nil {
+	if _, err := d.Receive(ctx, b2, "ctx", "planner"); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := d.Finish(ctx, o2.Iss, o2.Hop, delegate.Outcome{State: store.Completed}); err != nil {
@@ -383,7 +383,7 @@ func TestLostClaimOutcomeAgrees(t *testing.T) {
 			}
 			d := w.delegate(raced{mem, first}, nil)
 			b, _ := w.offer("")
-			a, err := d.Receive(ctx, b, "ctx", true)
+			a, err := d.Receive(ctx, b, "ctx", "planner")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -411,7 +411,7 @@ func TestDecisionChecks(t *testing.T) {
 	s := w.freshStore()
 	d := w.delegate(s, func(c *delegate.Config) { c.Defer = true })
 	b, o := w.offer("")
-	if _, err := d.Receive(ctx, b, "ctx", true); err != nil {
+	if _, err := d.Receive(ctx, b, "ctx", "planner"); err != nil {
 		t.Fatal(err)
 	}
 	for _, reason := range []handoff.Reason{"", handoff.ReasonStale, handoff.ReasonReplay} {
@@ -468,11 +468,11 @@ func TestEquivocationOfDeferredHop(t *testing.T) {
 		w := newWorld(t)
 		d := w.delegate(w.freshStore(), func(c *delegate.Config) { c.Defer = true })
 		b, o := w.offer("")
-		if _, err := d.Receive(ctx, b, "ctx", true); err != nil {
+		if _, err := d.Receive(ctx, b, "ctx", "planner"); err != nil {
 			t.Fatal(err)
 		}
 		b2, _ := w.offer(o.Hop)
-		a, err := d.Receive(ctx, b2, "ctx", true)
+		a, err := d.Receive(ctx, b2, "ctx", "planner")
 		if err != nil || a.Outcome != handoff.Equivocation || a.Status != nil || a.Record == nil {
 			t.Fatalf("%+v %v", a, err)
 		}
@@ -493,11 +493,11 @@ func TestEquivocationOfDeferredHop(t *testing.T) {
 			c.Stop = func(_, hop string) { stopped = append(stopped, hop) }
 		})
 		b, o := w.offer("")
-		if _, err := d.Receive(ctx, b, "ctx", true); err != nil {
+		if _, err := d.Receive(ctx, b, "ctx", "planner"); err != nil {
 			t.Fatal(err)
 		}
 		b2, _ := w.offer(o.Hop)
-		a, err := d.Receive(ctx, b2, "ctx", true)
+		a, err := d.Receive(ctx, b2, "ctx", "planner")
 		if err != nil || a.Outcome != handoff.Equivocation || a.Status != nil {
 			t.Fatalf("%+v %v", a, err)
 		}
@@ -530,13 +530,13 @@ func TestSinceFollowsTheStore(t *testing.T) {
 	}
 	w.advance(time.Second)
 	// Not yet seen: the old Since still applies.
-	if a, err := d.Receive(ctx, before1, "ctx", true); err != nil || !a.Take {
+	if a, err := d.Receive(ctx, before1, "ctx", "planner"); err != nil || !a.Take {
 		t.Fatalf("before the Sweep: %+v, %v", a, err)
 	}
 	if _, err := d.Sweep(ctx); err != nil {
 		t.Fatal(err)
 	}
-	a, err := d.Receive(ctx, before2, "ctx", true)
+	a, err := d.Receive(ctx, before2, "ctx", "planner")
 	if err != nil || a.Take || a.Outcome != handoff.Rejected || statusOf(t, w, a.Status, before2).Reason != handoff.ReasonReplay {
 		t.Fatalf("after the Sweep: %+v, %v; want rejected replay", a, err)
 	}
@@ -590,19 +590,19 @@ func TestHeldCancelsBounded(t *testing.T) {
 	lh, _ := handoff.ParseHandoff(latest, handoff.Limits{})
 	d.Cancel(ctx, cancelOf("planner", "planner", lh.Offer.Digest()), "planner", "latest")
 	// The planner's own bound pushed out its oldest cancel, not its latest.
-	if a, err := d.Receive(ctx, latest, "ctx", true); err != nil || a.Take || a.Outcome != handoff.Rejected {
+	if a, err := d.Receive(ctx, latest, "ctx", "planner"); err != nil || a.Take || a.Outcome != handoff.Rejected {
 		t.Fatalf("the planner's latest canceled offer: %+v, %v; want rejected", a, err)
 	}
-	if a, err := d.Receive(ctx, oldest, "ctx", true); err != nil || !a.Take {
+	if a, err := d.Receive(ctx, oldest, "ctx", "planner"); err != nil || !a.Take {
 		t.Fatalf("the planner's oldest canceled offer: %+v, %v; want taken (its cancel was pushed out by the planner's own flood)", a, err)
 	}
 	// The tester's offer arrives: its cancel is still held.
-	a, err := d.Receive(ctx, tb, "ctx", true)
+	a, err := d.Receive(ctx, tb, "ctx", "planner")
 	if err != nil || a.Take || a.Outcome != handoff.Rejected || statusOf(t, w, a.Status, tb).Reason != handoff.ReasonPolicy {
 		t.Fatalf("the tester's offer after its cancel and a flood: %+v, %v; want rejected (policy)", a, err)
 	}
 	// The planner's offer, whose forged cancel was not held, is taken.
-	if a, err := d.Receive(ctx, pb, "ctx", true); err != nil || !a.Take {
+	if a, err := d.Receive(ctx, pb, "ctx", "planner"); err != nil || !a.Take {
 		t.Fatalf("offer after a forged cancel: %+v, %v", a, err)
 	}
 }

@@ -35,14 +35,14 @@ func TestStep4ReadsOnlyWhenItSavesWork(t *testing.T) {
 		}
 	})
 	b, _ := w.offer("") // no chain, no refs
-	if a, err := d.Receive(ctx, b, "ctx", true); err != nil || a.Outcome != handoff.Accepted {
+	if a, err := d.Receive(ctx, b, "ctx", "planner"); err != nil || a.Outcome != handoff.Accepted {
 		t.Fatalf("Receive: %+v, %v", a, err)
 	}
 	if n := s.n.Load(); n != 0 {
 		t.Fatalf("%d reads for a new offer with no chain and no refs; want none", n)
 	}
 	s.n.Store(0)
-	if a, err := d.Receive(ctx, b, "ctx", true); err != nil || a.Outcome != handoff.Retransmission {
+	if a, err := d.Receive(ctx, b, "ctx", "planner"); err != nil || a.Outcome != handoff.Retransmission {
 		t.Fatalf("again: %+v, %v", a, err)
 	}
 	if got := s.n.Load(); got > 1 {
@@ -107,7 +107,7 @@ func TestRecordedHopStopsAtStep4(t *testing.T) {
 			}
 
 			for i, want := range []handoff.Outcome{handoff.Accepted, handoff.Retransmission, handoff.Retransmission} {
-				a, err := d.Receive(ctx, b, "ctx", true)
+				a, err := d.Receive(ctx, b, "ctx", "planner")
 				if err != nil || a.Outcome != want {
 					t.Fatalf("delivery %d: %+v, %v; want %s", i+1, a, err, want)
 				}
@@ -120,7 +120,7 @@ func TestRecordedHopStopsAtStep4(t *testing.T) {
 			}
 
 			replica := w.delegate(again(), cfg)
-			a, err := replica.Receive(ctx, b, "ctx", true)
+			a, err := replica.Receive(ctx, b, "ctx", "planner")
 			if err != nil || a.Outcome != handoff.Retransmission || a.Status == nil {
 				t.Fatalf("the replica's delivery: %+v, %v; want a retransmission with its status", a, err)
 			}
@@ -128,5 +128,28 @@ func TestRecordedHopStopsAtStep4(t *testing.T) {
 				t.Errorf("step 7 ran %d times after a replica's delivery; want once", got)
 			}
 		})
+	}
+}
+
+// TestResendOnlyToTheIss: a retransmission gets the recorded status only
+// when the sender the host authenticated is the verified offer's iss
+// (draft "Replay and Freshness"); the delegate compares the two itself,
+// so a sender authenticated as another agent, or as no one, gets none.
+func TestResendOnlyToTheIss(t *testing.T) {
+	w := newWorld(t)
+	d := w.delegate(w.freshStore(), nil)
+	b, _ := w.offer(handoff.NewHop())
+	ctx := context.Background()
+	if a, err := d.Receive(ctx, b, "ctx", ""); err != nil || !a.Take {
+		t.Fatalf("first delivery: %+v %v", a, err)
+	}
+	for _, c := range []struct {
+		sender string
+		status bool
+	}{{"", false}, {"coder", false}, {"planner ", false}, {"planner", true}} {
+		a, err := d.Receive(ctx, b, "ctx", c.sender)
+		if err != nil || a.Outcome != handoff.Retransmission || (a.Status != nil) != c.status {
+			t.Errorf("sender %q: %+v %v, want a retransmission with status %v", c.sender, a, err, c.status)
+		}
 	}
 }

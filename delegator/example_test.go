@@ -68,7 +68,7 @@ func Example() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	a, err := d.Receive(ctx, b, "ctx-42", true)
+	a, err := d.Receive(ctx, b, "ctx-42", "https://planner.example")
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -665,7 +665,7 @@ func (s *sim) deliverOffer(m *simMsg) {
 	}
 	flagsBefore := s.flagCount(to, store.FlagEquivocation, hp.id)
 	stopsBefore := len(to.stops)
-	a, err := to.del.Receive(s.ctx, body, s.dialog, true)
+	a, err := to.del.Receive(s.ctx, body, s.dialog, m.from.name) // the host authenticated the sender
 	if a == nil {
 		s.must(err, "%s: Receive hop%d", to.name, hp.seq)
 	}

@@ -35,16 +35,14 @@ func (s *Server) call(ctx context.Context, next mcp.MethodHandler, method string
 		// verified to address a status to (decision 12).
 		return toolError(nil, "handoff rejected (bad-signature, step 1): %v", err), nil
 	}
-	// The carrier's one parse of the Handoff: the claimed iss for the
-	// authentication question, and what the delegate receives.
-	iss := ""
+	// The carrier's one parse of the Handoff, which the delegate receives;
+	// whether the sender is the offer's iss the delegate asks itself,
+	// after verifying.
 	h, herr := handoff.ParseHandoff(b, s.cfg.Limits)
-	if herr == nil {
-		if o, _, err := handoff.UnsafeDecode(h.Offer); err == nil && o != nil {
-			iss = o.Iss
-		}
+	sender := ""
+	if s.cfg.Sender != nil {
+		sender = s.cfg.Sender(ctx, r)
 	}
-	authenticated := s.cfg.Authenticated != nil && iss != "" && s.cfg.Authenticated(ctx, r, iss)
 	dialog := ""
 	if s.cfg.Dialog != nil {
 		dialog = s.cfg.Dialog(r)
@@ -54,7 +52,7 @@ func (s *Server) call(ctx context.Context, next mcp.MethodHandler, method string
 	// The record must be complete even if the caller goes away meanwhile:
 	// a hop claimed but not answered is still answered on retransmission.
 	bg := context.WithoutCancel(ctx)
-	a, err := s.cfg.Delegate.ReceiveParsed(bg, h, herr, dialog, authenticated)
+	a, err := s.cfg.Delegate.ReceiveParsed(bg, h, herr, dialog, sender)
 	if a == nil {
 		return nil, fmt.Errorf("mcphandoff: the hop store failed, nothing was decided: %w", err)
 	}

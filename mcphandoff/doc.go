@@ -26,9 +26,9 @@
 // Server.Stop, so that stops the delegate learns of another way (a
 // duplicate delivery applying a held cancel, another carrier) reach the
 // work too. The dialog (step 5) is the MCP session id by default
-// (ServerConfig.Dialog), and whether the host authenticated the sender as
-// the offer's iss is ServerConfig.Authenticated (TokenUser for bearer
-// tokens).
+// (ServerConfig.Dialog), and whom the host authenticated as the sender is
+// ServerConfig.Sender (TokenUser for bearer tokens); the delegate compares
+// it with the verified offer's iss.
 //
 // Put StrictHandler in front of mcp.NewStreamableHTTPHandler. The SDK
 // decodes _meta into map[string]any before any middleware runs, so a JSON

@@ -39,7 +39,7 @@ func Example() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	hs, err := mcphandoff.NewServer(mcphandoff.ServerConfig{Delegate: d, Authenticated: mcphandoff.TokenUser})
+	hs, err := mcphandoff.NewServer(mcphandoff.ServerConfig{Delegate: d, Sender: mcphandoff.TokenUser})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -115,7 +115,7 @@ func newEnvWith(t *testing.T, form handoff.Form, enc handoff.Encoding, opt envOp
 	if opt.wrap != nil {
 		st = opt.wrap(st)
 	}
-	sc := mcphandoff.ServerConfig{Authenticated: mcphandoff.TokenUser,
+	sc := mcphandoff.ServerConfig{Sender: mcphandoff.TokenUser,
 		Report: func(err error) { e.mu.Lock(); e.reports = append(e.reports, err); e.mu.Unlock() }}
 	if opt.server != nil {
 		opt.server(&sc)
@@ -870,7 +870,7 @@ func TestRestartAnswersFromRecord(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv2, err := mcphandoff.NewServer(mcphandoff.ServerConfig{Delegate: d2, Authenticated: mcphandoff.TokenUser})
+	srv2, err := mcphandoff.NewServer(mcphandoff.ServerConfig{Delegate: d2, Sender: mcphandoff.TokenUser})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -147,7 +147,7 @@ func TestNilAndZeroArguments(t *testing.T) {
 			return fmt.Errorf("status %d: %s", w.Code, w.Body)
 		}},
 		{"TokenUser: nil request is not authenticated", "", func() error {
-			if mcphandoff.TokenUser(ctx, nil, planner) {
+			if mcphandoff.TokenUser(ctx, nil) != "" {
 				return errors.New("a nil request authenticated")
 			}
 			return nil

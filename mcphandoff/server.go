@@ -28,13 +28,13 @@ type ServerConfig struct {
 	// only recorded "received"): the application decides with
 	// Accept/Reject and does the work itself.
 	Delegate *delegate.Delegate
-	// Authenticated reports whether the host authenticated the sender of
-	// this call as iss, the offer's iss (read before verification; the
-	// answer matters only for an offer that verifies). It is
-	// delegate.Receive's authenticated flag: a retransmission gets its
-	// status only when it is true. Nil: never authenticated, so
-	// retransmissions get no status (fail safe). TokenUser is one.
-	Authenticated func(ctx context.Context, req *mcp.CallToolRequest, iss string) bool
+	// Sender returns the AgentId the host authenticated as the sender of
+	// this call, or "" for none. It is delegate.Receive's sender: a
+	// retransmission gets its status only when the sender is the verified
+	// offer's iss, which the delegate checks. Nil: no one is ever
+	// authenticated, so retransmissions get no status (fail safe).
+	// TokenUser is one.
+	Sender func(ctx context.Context, req *mcp.CallToolRequest) string
 	// Dialog returns the dialog identifier the call carries, checked
 	// against the offer's dialog (step 5). Nil: the MCP session id
 	// (Mcp-Session-Id), "" (no check) when the transport has no session.
@@ -42,8 +42,8 @@ type ServerConfig struct {
 	// AllowPlain lets a tools/call without a handoff reach the tool
 	// unchecked. Otherwise such a call is refused with a tool error.
 	AllowPlain bool
-	// Limits bound the Handoff read to find its iss for Authenticated;
-	// the delegate applies its own (zero: handoff.DefaultLimits()).
+	// Limits bound the carrier's parse of the Handoff (the one the
+	// delegate receives); the delegate applies its own (zero: handoff.DefaultLimits()).
 	Limits handoff.Limits
 	// Results is how many tool results of finished hops are kept in
 	// memory to answer a retransmission with the result as well as the
@@ -315,9 +315,12 @@ func (s *Server) Wait() {
 	}
 }
 
-// TokenUser is an Authenticated function for hosts that authenticate
-// callers with bearer tokens (the SDK's auth.RequireBearerToken): the
-// sender is authenticated as iss when its token's UserID is iss.
-func TokenUser(_ context.Context, req *mcp.CallToolRequest, iss string) bool {
-	return req != nil && req.Extra != nil && req.Extra.TokenInfo != nil && req.Extra.TokenInfo.UserID != "" && req.Extra.TokenInfo.UserID == iss
+// TokenUser is a Sender function for hosts that authenticate callers with
+// bearer tokens (the SDK's auth.RequireBearerToken): the sender is its
+// token's UserID.
+func TokenUser(_ context.Context, req *mcp.CallToolRequest) string {
+	if req == nil || req.Extra == nil || req.Extra.TokenInfo == nil {
+		return ""
+	}
+	return req.Extra.TokenInfo.UserID
 }

@@ -307,7 +307,7 @@ func (a *agent) card(desc string, serves bool) *a2a.AgentCard {
 
 // bearerAuth is the host protocol's authentication of callers on the A2A
 // servers: a bearer token names the calling agent (CallContext.User),
-// which a2ahandoff.UserIsIss reads.
+// which a2ahandoff.UserName reads.
 type bearerAuth struct {
 	a2asrv.PassthroughCallInterceptor
 	tokens map[string]string
@@ -469,7 +469,7 @@ func (w *World) startPlanner(ctx context.Context) error {
 			Options: handoff.Options{Me: a.ID, Keys: a.keys, CheckRefs: chk.Check},
 			Store:   a.st, Signer: a.signer,
 		},
-		Authenticated: a2ahandoff.UserIsIss,
+		Sender: a2ahandoff.UserName,
 		// The planner's only effect is its reply: work that did not
 		// complete took no effect.
 		NoEffectUnlessCompleted: true,
@@ -511,7 +511,7 @@ func (w *World) startCoder(ctx context.Context) error {
 			Options: handoff.Options{Me: a.ID, Keys: a.keys},
 			Store:   a.st, Signer: a.signer,
 		},
-		Authenticated: a2ahandoff.UserIsIss,
+		Sender: a2ahandoff.UserName,
 		// The coder's patch is its reply: nothing takes effect unless it
 		// completes.
 		NoEffectUnlessCompleted: true,
@@ -550,7 +550,7 @@ func (w *World) startTester(ctx context.Context) error {
 	if w.testerSrv, err = mcphandoff.New(ctx, delegate.Config{
 		Options: handoff.Options{Me: a.ID, Keys: a.keys},
 		Store:   a.st, Signer: a.signer, StatusForm: handoff.FormCOSE,
-	}, mcphandoff.ServerConfig{Authenticated: mcphandoff.TokenUser,
+	}, mcphandoff.ServerConfig{Sender: mcphandoff.TokenUser,
 		Report: func(err error) { a.logger.Error("handoff", "err", err) }}); err != nil {
 		return err
 	}
