@@ -138,7 +138,7 @@ func recordedOffer(r *store.Record) (*handoff.Offer, error) {
 }
 
 // moveIf moves the hop from the state r shows to the state sign(r)
-// names, storing the status sign(r) made, with TransitionIf: conditional
+// names, storing the status sign(r) made, with a Move conditional
 // on r's equivocation mark, so that a status signed before a mark is never
 // stored after it. Refused because an equivocation was marked after r was
 // read, it signs again for the hop as it now stands; the mark is only ever
@@ -151,7 +151,7 @@ func (d *Delegate) moveIf(ctx context.Context, r *store.Record, sign func(*store
 			return nil, r, err
 		}
 		now := d.now()
-		err = d.cfg.Store.TransitionIf(ctx, r.Iss, r.Hop, r.State, to, r.Equivocated, st.Octets, st.Form, now)
+		err = d.cfg.Store.Transition(ctx, store.Move{Iss: r.Iss, Hop: r.Hop, From: r.State, To: to, Status: st.Octets, Form: st.Form, Now: now, Mark: store.MarkOf(r.Equivocated)})
 		if err == nil {
 			moved := *r
 			moved.State, moved.Status, moved.StatusForm, moved.Decided = to, st.Octets, st.Form, now

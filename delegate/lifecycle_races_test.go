@@ -54,12 +54,8 @@ type onAccept struct {
 	hook func()
 }
 
-func (x *onAccept) Transition(ctx context.Context, iss, hop string, from, to store.State, status []byte, form handoff.Form, now time.Time) error {
-	return x.after(x.Store.Transition(ctx, iss, hop, from, to, status, form, now), from, to)
-}
-
-func (x *onAccept) TransitionIf(ctx context.Context, iss, hop string, from, to store.State, eq bool, status []byte, form handoff.Form, now time.Time) error {
-	return x.after(x.Store.TransitionIf(ctx, iss, hop, from, to, eq, status, form, now), from, to)
+func (x *onAccept) Transition(ctx context.Context, m store.Move) error {
+	return x.after(x.Store.Transition(ctx, m), m.From, m.To)
 }
 
 func (x *onAccept) after(err error, from, to store.State) error {
@@ -284,12 +280,8 @@ type crossAccept struct {
 	accepted, marked, done chan struct{}
 }
 
-func (x *crossAccept) Transition(ctx context.Context, iss, hop string, from, to store.State, status []byte, form handoff.Form, now time.Time) error {
-	return x.after(x.Store.Transition(ctx, iss, hop, from, to, status, form, now), from, to)
-}
-
-func (x *crossAccept) TransitionIf(ctx context.Context, iss, hop string, from, to store.State, eq bool, status []byte, form handoff.Form, now time.Time) error {
-	return x.after(x.Store.TransitionIf(ctx, iss, hop, from, to, eq, status, form, now), from, to)
+func (x *crossAccept) Transition(ctx context.Context, m store.Move) error {
+	return x.after(x.Store.Transition(ctx, m), m.From, m.To)
 }
 
 func (x *crossAccept) after(err error, from, to store.State) error {
@@ -732,13 +724,16 @@ func TestHeldCancelNeverLost(t *testing.T) {
 // then fails.
 type acceptThenFail struct{ store.Store }
 
-func (x acceptThenFail) TransitionIf(ctx context.Context, iss, hop string, from, to store.State, eq bool, status []byte, form handoff.Form, now time.Time) error {
-	if to == store.Failed {
+func (x acceptThenFail) Transition(ctx context.Context, m store.Move) error {
+	if m.Mark == store.MarkAny { // only the application's decisions, conditional on the mark
+		return x.Store.Transition(ctx, m)
+	}
+	if m.To == store.Failed {
 		return errReset
 	}
-	err := x.Store.TransitionIf(ctx, iss, hop, from, to, eq, status, form, now)
-	if err == nil && to == store.Accepted {
-		err = x.Store.MarkCanceled(ctx, iss, hop)
+	err := x.Store.Transition(ctx, m)
+	if err == nil && m.To == store.Accepted {
+		err = x.Store.MarkCanceled(ctx, m.Iss, m.Hop)
 	}
 	return err
 }
@@ -772,11 +767,11 @@ func TestAcceptCanceledFailureFlagged(t *testing.T) {
 // failRejected is a real store whose moves to "rejected" fail.
 type failRejected struct{ store.Store }
 
-func (x failRejected) Transition(ctx context.Context, iss, hop string, from, to store.State, status []byte, form handoff.Form, now time.Time) error {
-	if to == store.Rejected {
+func (x failRejected) Transition(ctx context.Context, m store.Move) error {
+	if m.Mark == store.MarkAny && m.To == store.Rejected {
 		return errReset
 	}
-	return x.Store.Transition(ctx, iss, hop, from, to, status, form, now)
+	return x.Store.Transition(ctx, m)
 }
 
 // "Forks, Concurrency, and Equivocation": every equivocation is flagged,
@@ -804,13 +799,13 @@ func TestEquivocationFlaggedWhenHandlingFails(t *testing.T) {
 // just before the application's Reject is stored.
 type markBeforeReject struct{ store.Store }
 
-func (x markBeforeReject) TransitionIf(ctx context.Context, iss, hop string, from, to store.State, eq bool, status []byte, form handoff.Form, now time.Time) error {
-	if to == store.Rejected && !eq {
-		if err := x.Store.MarkEquivocated(ctx, iss, hop); err != nil {
+func (x markBeforeReject) Transition(ctx context.Context, m store.Move) error {
+	if m.To == store.Rejected && m.Mark == store.MarkClear {
+		if err := x.Store.MarkEquivocated(ctx, m.Iss, m.Hop); err != nil {
 			return err
 		}
 	}
-	return x.Store.TransitionIf(ctx, iss, hop, from, to, eq, status, form, now)
+	return x.Store.Transition(ctx, m)
 }
 
 // "Forks, Concurrency, and Equivocation": a hop not yet taken whose offer

@@ -385,7 +385,7 @@ func (d *Delegate) equivocation(ctx context.Context, r *store.Record, second han
 			return r, err
 		}
 		now := d.now()
-		err = d.cfg.Store.Transition(ctx, r.Iss, r.Hop, store.Received, store.Rejected, st.Octets, st.Form, now)
+		err = d.cfg.Store.Transition(ctx, store.Move{Iss: r.Iss, Hop: r.Hop, From: store.Received, To: store.Rejected, Status: st.Octets, Form: st.Form, Now: now})
 		if errors.Is(err, store.ErrConflict) {
 			if r, err = d.cfg.Store.Get(ctx, iss, hop); err != nil {
 				return nil, err

@@ -196,22 +196,13 @@ func TestRecover(t *testing.T) {
 // as a deferred hop is moved to "accepted".
 type cancelOnAccept struct{ store.Store }
 
-func (c cancelOnAccept) Transition(ctx context.Context, iss, hop string, from, to store.State, status []byte, form handoff.Form, now time.Time) error {
-	if from == store.Received && to == store.Accepted {
-		if err := c.Store.MarkCanceled(ctx, iss, hop); err != nil {
+func (c cancelOnAccept) Transition(ctx context.Context, m store.Move) error {
+	if m.From == store.Received && m.To == store.Accepted {
+		if err := c.Store.MarkCanceled(ctx, m.Iss, m.Hop); err != nil {
 			return err
 		}
 	}
-	return c.Store.Transition(ctx, iss, hop, from, to, status, form, now)
-}
-
-func (c cancelOnAccept) TransitionIf(ctx context.Context, iss, hop string, from, to store.State, eq bool, status []byte, form handoff.Form, now time.Time) error {
-	if from == store.Received && to == store.Accepted {
-		if err := c.Store.MarkCanceled(ctx, iss, hop); err != nil {
-			return err
-		}
-	}
-	return c.Store.TransitionIf(ctx, iss, hop, from, to, eq, status, form, now)
+	return c.Store.Transition(ctx, m)
 }
 
 // Lifecycle: a hop the delegator canceled is never accepted. Accept of a
@@ -449,13 +440,14 @@ func TestDecisionChecks(t *testing.T) {
 // deferred hop lands just before an equivocation's rejection of it.
 type acceptFirst struct{ store.Store }
 
-func (x acceptFirst) Transition(ctx context.Context, iss, hop string, from, to store.State, status []byte, form handoff.Form, now time.Time) error {
-	if from == store.Received && to == store.Rejected {
-		if err := x.Store.Transition(ctx, iss, hop, store.Received, store.Accepted, []byte("accepted by Accept"), form, now); err != nil {
+func (x acceptFirst) Transition(ctx context.Context, m store.Move) error {
+	if m.Mark == store.MarkAny && m.From == store.Received && m.To == store.Rejected {
+		acc := store.Move{Iss: m.Iss, Hop: m.Hop, From: store.Received, To: store.Accepted, Status: []byte("accepted by Accept"), Form: m.Form, Now: m.Now}
+		if err := x.Store.Transition(ctx, acc); err != nil {
 			return err
 		}
 	}
-	return x.Store.Transition(ctx, iss, hop, from, to, status, form, now)
+	return x.Store.Transition(ctx, m)
 }
 
 // "Forks, Concurrency, and Equivocation" on a deferred hop: the first

@@ -128,17 +128,8 @@ func (m *Memory) Hops(_ context.Context, state State, after HopKey, limit int) (
 }
 
 // Transition implements Store.
-func (m *Memory) Transition(_ context.Context, iss, hop string, from, to State, status []byte, form handoff.Form, now time.Time) error {
-	return m.transition(iss, hop, from, to, nil, status, form, now)
-}
-
-// TransitionIf implements Store.
-func (m *Memory) TransitionIf(_ context.Context, iss, hop string, from, to State, equivocated bool, status []byte, form handoff.Form, now time.Time) error {
-	return m.transition(iss, hop, from, to, &equivocated, status, form, now)
-}
-
-// transition moves the hop; equivocated, if set, is the mark it must have.
-func (m *Memory) transition(iss, hop string, from, to State, equivocated *bool, status []byte, form handoff.Form, now time.Time) error {
+func (m *Memory) Transition(_ context.Context, mv Move) error {
+	iss, hop, from, to, status, form, now := mv.Iss, mv.Hop, mv.From, mv.To, mv.Status, mv.Form, mv.Now
 	if !CanMove(from, to) {
 		return AtHop(fmt.Errorf("%w: the lifecycle does not allow %s -> %s", ErrConflict, from, to), iss, hop)
 	}
@@ -153,8 +144,8 @@ func (m *Memory) transition(iss, hop string, from, to State, equivocated *bool, 
 	if r.State != from {
 		return AtHop(fmt.Errorf("%w: hop is %s, not %s", ErrConflict, r.State, from), iss, hop)
 	}
-	if equivocated != nil && r.Equivocated != *equivocated {
-		return AtHop(fmt.Errorf("%w: hop's equivocated mark is %v, not %v", ErrConflict, r.Equivocated, *equivocated), iss, hop)
+	if !mv.Mark.Meets(r.Equivocated) {
+		return AtHop(fmt.Errorf("%w: hop's equivocated mark is %v, not %v", ErrConflict, r.Equivocated, !r.Equivocated), iss, hop)
 	}
 	r.State = to
 	switch {

@@ -207,22 +207,12 @@ type Store interface {
 	// table in the worst case; it is not for the claim path.
 	Hops(ctx context.Context, state State, after HopKey, limit int) ([]*Record, error)
 
-	// Transition moves a hop from one state to another (CanMove), storing
-	// the status sent for it, and stamps Decided when to is terminal. A nil
-	// status keeps the last one on a move to Accepted, and leaves no
-	// status on a move to a terminal state: a retransmission then gets
-	// nothing rather than the earlier "accepted" as if it were the last
-	// word. It fails with ErrConflict when the hop is not in
-	// state from, and with ErrNotFound when there is no record.
-	Transition(ctx context.Context, iss, hop string, from, to State, status []byte, form handoff.Form, now time.Time) error
-
-	// TransitionIf is Transition made conditional on the hop's
-	// Equivocated mark too: it fails with ErrConflict, changing nothing,
-	// when the mark is not equivocated. A status signed for the record as
-	// read (a "failed" carries reason "equivocation" only on an
-	// equivocated hop, draft "Forks, Concurrency, and Equivocation") is
-	// then never stored once an equivocation was marked in between.
-	TransitionIf(ctx context.Context, iss, hop string, from, to State, equivocated bool, status []byte, form handoff.Form, now time.Time) error
+	// Transition makes a Move: the hop goes from one state to another
+	// (CanMove), with the status sent for it, and Decided is stamped when
+	// the new state is terminal. It fails with ErrConflict, changing
+	// nothing, when the hop is not in state From or its Equivocated mark
+	// does not meet Mark, and with ErrNotFound when there is no record.
+	Transition(ctx context.Context, m Move) error
 
 	// Release records the operator's decision to stop waiting for the
 	// outcome of an "accepted" hop that cannot be learned (draft "Freshness
@@ -292,4 +282,46 @@ type Store interface {
 	HeldCancels
 
 	Close() error
+}
+
+// Move is one state change of a hop, as Store.Transition makes it.
+type Move struct {
+	Iss, Hop string
+	From, To State
+	// Status is the signed status sent for the move. Nil keeps the last
+	// one on a move to Accepted, and leaves no status on a move to a
+	// terminal state: a retransmission then gets nothing rather than the
+	// earlier "accepted" as if it were the last word.
+	Status []byte
+	Form   handoff.Form // Status's signed form
+	Now    time.Time    // Decided, on a move to a terminal state
+	// Mark is a condition on the hop's Equivocated mark. A status signed
+	// for the record as read (a "failed" carries reason "equivocation"
+	// only on an equivocated hop, draft "Forks, Concurrency, and
+	// Equivocation") is stored with MarkOf(the mark as read), so it is
+	// never stored once an equivocation was marked in between.
+	Mark Mark
+}
+
+// Mark is a condition on a hop's Equivocated mark.
+type Mark int8
+
+// The conditions: none, not marked, marked.
+const (
+	MarkAny Mark = iota
+	MarkClear
+	MarkSet
+)
+
+// MarkOf is the condition that the mark is equivocated.
+func MarkOf(equivocated bool) Mark {
+	if equivocated {
+		return MarkSet
+	}
+	return MarkClear
+}
+
+// Meets reports whether a mark meets the condition.
+func (c Mark) Meets(equivocated bool) bool {
+	return c == MarkAny || (c == MarkSet) == equivocated
 }

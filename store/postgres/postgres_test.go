@@ -142,7 +142,7 @@ func TestReopenKeepsRecordsAndSince(t *testing.T) {
 		}
 	}
 	done := storetest.Base.Add(time.Minute)
-	if err := s.Transition(ctx, storetest.Iss, "a", store.Accepted, store.Completed, storetest.Status("a/done"), handoff.FormCOSE, done); err != nil {
+	if err := s.Transition(ctx, store.Move{Iss: storetest.Iss, Hop: "a", From: store.Accepted, To: store.Completed, Status: storetest.Status("a/done"), Form: handoff.FormCOSE, Now: done}); err != nil {
 		t.Fatal(err)
 	}
 	a.State, a.Status, a.StatusForm, a.Decided = store.Completed, storetest.Status("a/done"), handoff.FormCOSE, done
@@ -240,8 +240,7 @@ func TestTwoStoresRaceClaims(t *testing.T) {
 		for i := range moveErrs {
 			wg.Go(func() {
 				<-start
-				moveErrs[i] = stores[i%2].Transition(ctx, storetest.Iss, hop, store.Received, store.Accepted,
-					storetest.Status(fmt.Sprint(i)), handoff.FormJWS, storetest.Base)
+				moveErrs[i] = stores[i%2].Transition(ctx, store.Move{Iss: storetest.Iss, Hop: hop, From: store.Received, To: store.Accepted, Status: storetest.Status(fmt.Sprint(i)), Form: handoff.FormJWS, Now: storetest.Base})
 			})
 		}
 		close(start)

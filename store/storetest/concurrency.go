@@ -88,8 +88,7 @@ func testConcurrentTransition(t *testing.T, s store.Store) {
 		for i := range n {
 			wg.Go(func() {
 				<-start
-				errs[i] = s.Transition(ctx, Iss, hop, from, targets[i%len(targets)], Status(fmt.Sprintf("%s/%d", hop, i)),
-					handoff.Form(i%2), Base.Add(time.Duration(i+1)*time.Second))
+				errs[i] = s.Transition(ctx, store.Move{Iss: Iss, Hop: hop, From: from, To: targets[i%len(targets)], Status: Status(fmt.Sprintf("%s/%d", hop, i)), Form: handoff.Form(i % 2), Now: Base.Add(time.Duration(i+1) * time.Second)})
 			})
 		}
 		close(start)
@@ -141,7 +140,7 @@ func testClosed(t *testing.T, s store.Store) {
 	check("Get", err)
 	_, err = s.Hops(ctx, store.Accepted, store.HopKey{}, 10)
 	check("Hops", err)
-	check("Transition", s.Transition(ctx, Iss, "h", store.Accepted, store.Completed, Status("c"), handoff.FormJWS, Base))
+	check("Transition", s.Transition(ctx, store.Move{Iss: Iss, Hop: "h", From: store.Accepted, To: store.Completed, Status: Status("c"), Form: handoff.FormJWS, Now: Base}))
 	check("Release", s.Release(ctx, Iss, "h", Base))
 	check("MarkCanceled", s.MarkCanceled(ctx, Iss, "h"))
 	check("MarkEquivocated", s.MarkEquivocated(ctx, Iss, "h"))

@@ -320,7 +320,7 @@ func testOutcomeExcludesTransition(t *testing.T, s store.SQLStore) {
 	moved := make(chan error, 1)
 	go func() {
 		<-inEffect
-		moved <- s.Transition(ctx, Iss, "locked", store.Accepted, store.Failed, Status("locked/other"), handoff.FormJWS, Base.Add(time.Hour))
+		moved <- s.Transition(ctx, store.Move{Iss: Iss, Hop: "locked", From: store.Accepted, To: store.Failed, Status: Status("locked/other"), Form: handoff.FormJWS, Now: Base.Add(time.Hour)})
 	}()
 	err := s.RecordOutcome(ctx, Iss, "locked", at(Base.Add(time.Minute)), func(context.Context, *store.Record) (store.Effect, error) {
 		return func(tx *sql.Tx, _ *store.Record) (store.Outcome, error) {
@@ -371,7 +371,7 @@ func testOutcomeWorkHoldsNoLock(t *testing.T, s store.SQLStore) {
 				if err := s.Hold(ctx, newHeld(Iss, "early", 0), heldLim); err != nil {
 					return fmt.Errorf("Hold: %w", err)
 				}
-				if err := s.Transition(ctx, Iss, "slow", store.Accepted, store.Failed, Status("slow/failed"), handoff.FormJWS, Base.Add(time.Minute)); err != nil {
+				if err := s.Transition(ctx, store.Move{Iss: Iss, Hop: "slow", From: store.Accepted, To: store.Failed, Status: Status("slow/failed"), Form: handoff.FormJWS, Now: Base.Add(time.Minute)}); err != nil {
 					return fmt.Errorf("Transition of the working hop: %w", err)
 				}
 				return nil

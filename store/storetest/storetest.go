@@ -56,7 +56,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"TransitionWrongFromIsConflict", testTransitionWrongFromIsConflict},
 		{"TransitionMissingIsErrNotFound", testTransitionMissingIsErrNotFound},
 		{"TransitionNilStatusKeepsStatusUnlessTerminal", testTransitionNilStatusKeepsStatus},
-		{"TransitionIfChecksTheEquivocatedMark", testTransitionIf},
+		{"TransitionChecksTheEquivocatedMark", testTransitionMark},
 		{"ErrorsNameTheHop", testErrorsNameTheHop},
 		{"TransitionTerminalStampsDecided", testTransitionTerminalStampsDecided},
 		{"MarkCanceled", testMarkCanceled},
@@ -239,7 +239,7 @@ func mustClaim(t *testing.T, s store.Store, r *store.Record) {
 
 func mustMove(t *testing.T, s store.Store, hop string, from, to store.State, status []byte, form handoff.Form, now time.Time) {
 	t.Helper()
-	if err := s.Transition(t.Context(), Iss, hop, from, to, status, form, now); err != nil {
+	if err := s.Transition(t.Context(), store.Move{Iss: Iss, Hop: hop, From: from, To: to, Status: status, Form: form, Now: now}); err != nil {
 		t.Fatalf("Transition(%s, %s -> %s): %v", hop, from, to, err)
 	}
 }

@@ -28,7 +28,7 @@ func testTransitionFollowsCanMove(t *testing.T, s store.Store) {
 			hop := fmt.Sprintf("move-%s-%s", from, to)
 			before := put(t, s, hop, from)
 			status := Status(hop)
-			err := s.Transition(ctx, Iss, hop, from, to, status, handoff.FormCOSE, now)
+			err := s.Transition(ctx, store.Move{Iss: Iss, Hop: hop, From: from, To: to, Status: status, Form: handoff.FormCOSE, Now: now})
 			want := before
 			if store.CanMove(from, to) {
 				if err != nil {
@@ -61,11 +61,11 @@ func testTransitionWrongFromIsConflict(t *testing.T, s store.Store) {
 				if from == actual || !store.CanMove(from, to) {
 					continue
 				}
-				err := s.Transition(ctx, Iss, hop, from, to, Status("cas"), handoff.FormJWS, Base.Add(time.Hour))
+				err := s.Transition(ctx, store.Move{Iss: Iss, Hop: hop, From: from, To: to, Status: Status("cas"), Form: handoff.FormJWS, Now: Base.Add(time.Hour)})
 				if !errors.Is(err, store.ErrConflict) {
 					t.Errorf("hop in %s: Transition(%s -> %s) = %v; want ErrConflict", actual, from, to, err)
 				}
-				err = s.Transition(ctx, Iss, hop, from, to, nil, handoff.FormJWS, Base.Add(time.Hour))
+				err = s.Transition(ctx, store.Move{Iss: Iss, Hop: hop, From: from, To: to, Form: handoff.FormJWS, Now: Base.Add(time.Hour)})
 				if !errors.Is(err, store.ErrConflict) {
 					t.Errorf("hop in %s: Transition(%s -> %s, nil status) = %v; want ErrConflict", actual, from, to, err)
 				}
@@ -81,7 +81,7 @@ func testTransitionMissingIsErrNotFound(t *testing.T, s store.Store) {
 	put(t, s, "present", store.Received)
 	for _, m := range [][2]store.State{{store.Received, store.Accepted}, {store.Received, store.Completed}, {store.Accepted, store.Failed}} {
 		for _, status := range [][]byte{Status("x"), nil} {
-			err := s.Transition(ctx, Iss, "absent", m[0], m[1], status, handoff.FormJWS, Base)
+			err := s.Transition(ctx, store.Move{Iss: Iss, Hop: "absent", From: m[0], To: m[1], Status: status, Form: handoff.FormJWS, Now: Base})
 			if !errors.Is(err, store.ErrNotFound) {
 				t.Errorf("Transition(absent, %s -> %s) = %v; want ErrNotFound", m[0], m[1], err)
 			}
@@ -141,26 +141,26 @@ func testErrorsNameTheHop(t *testing.T, s store.Store) {
 	}
 	_, err := s.Get(ctx, Iss, "named-absent")
 	check("Get(absent)", err, store.ErrNotFound, "named-absent")
-	check("Transition(absent)", s.Transition(ctx, Iss, "named-absent", store.Received, store.Accepted, nil, 0, Base), store.ErrNotFound, "named-absent")
-	check("Transition(completed -> completed)", s.Transition(ctx, Iss, "named-completed", store.Completed, store.Completed, Status("c"), 0, Base),
+	check("Transition(absent)", s.Transition(ctx, store.Move{Iss: Iss, Hop: "named-absent", From: store.Received, To: store.Accepted, Form: 0, Now: Base}), store.ErrNotFound, "named-absent")
+	check("Transition(completed -> completed)", s.Transition(ctx, store.Move{Iss: Iss, Hop: "named-completed", From: store.Completed, To: store.Completed, Status: Status("c"), Form: 0, Now: Base}),
 		store.ErrConflict, "named-completed")
-	check("Transition(wrong from)", s.Transition(ctx, Iss, "named-accepted", store.Received, store.Accepted, nil, 0, Base), store.ErrConflict, "named-accepted")
+	check("Transition(wrong from)", s.Transition(ctx, store.Move{Iss: Iss, Hop: "named-accepted", From: store.Received, To: store.Accepted, Form: 0, Now: Base}), store.ErrConflict, "named-accepted")
 	check("MarkCanceled(absent)", s.MarkCanceled(ctx, Iss, "named-absent"), store.ErrNotFound, "named-absent")
 	check("MarkEquivocated(absent)", s.MarkEquivocated(ctx, Iss, "named-absent"), store.ErrNotFound, "named-absent")
 	check("Release(absent)", s.Release(ctx, Iss, "named-absent", Base), store.ErrNotFound, "named-absent")
 	check("Release(completed)", s.Release(ctx, Iss, "named-completed", Base), store.ErrConflict, "named-completed")
-	check("TransitionIf(absent)", s.TransitionIf(ctx, Iss, "named-absent", store.Accepted, store.Failed, false, nil, 0, Base), store.ErrNotFound, "named-absent")
-	check("TransitionIf(wrong mark)", s.TransitionIf(ctx, Iss, "named-accepted", store.Accepted, store.Failed, true, Status("f"), 0, Base),
+	check("Transition(absent, with a mark)", s.Transition(ctx, store.Move{Iss: Iss, Hop: "named-absent", From: store.Accepted, To: store.Failed, Form: 0, Now: Base, Mark: store.MarkOf(false)}), store.ErrNotFound, "named-absent")
+	check("Transition(wrong mark)", s.Transition(ctx, store.Move{Iss: Iss, Hop: "named-accepted", From: store.Accepted, To: store.Failed, Status: Status("f"), Form: 0, Now: Base, Mark: store.MarkOf(true)}),
 		store.ErrConflict, "named-accepted")
 }
 
-// TransitionIf is Transition that also requires the Equivocated mark to be
+// Transition with a Mark also requires the Equivocated mark to be
 // as given (draft "Forks, Concurrency, and Equivocation": a "failed" of an
 // equivocated hop carries reason "equivocation", so a status signed before
 // the mark must not be stored after it): with the mark as given it moves
 // the hop exactly as Transition does; with the mark otherwise, or from the
 // wrong state, it is ErrConflict and changes nothing.
-func testTransitionIf(t *testing.T, s store.Store) {
+func testTransitionMark(t *testing.T, s store.Store) {
 	ctx := t.Context()
 	now := Base.Add(time.Hour)
 	for _, marked := range []bool{false, true} {
@@ -173,15 +173,15 @@ func testTransitionIf(t *testing.T, s store.Store) {
 				}
 				want.Equivocated = true
 			}
-			if err := s.TransitionIf(ctx, Iss, hop, store.Accepted, store.Failed, !marked, status, handoff.FormCOSE, now); !errors.Is(err, store.ErrConflict) {
-				t.Errorf("%s: TransitionIf(equivocated %v) on a hop marked %v = %v; want ErrConflict", hop, !marked, marked, err)
+			if err := s.Transition(ctx, store.Move{Iss: Iss, Hop: hop, From: store.Accepted, To: store.Failed, Status: status, Form: handoff.FormCOSE, Now: now, Mark: store.MarkOf(!marked)}); !errors.Is(err, store.ErrConflict) {
+				t.Errorf("%s: Transition(mark equivocated %v) on a hop marked %v = %v; want ErrConflict", hop, !marked, marked, err)
 			}
-			if err := s.TransitionIf(ctx, Iss, hop, store.Received, store.Failed, marked, status, handoff.FormCOSE, now); !errors.Is(err, store.ErrConflict) {
-				t.Errorf("%s: TransitionIf from the wrong state = %v; want ErrConflict", hop, err)
+			if err := s.Transition(ctx, store.Move{Iss: Iss, Hop: hop, From: store.Received, To: store.Failed, Status: status, Form: handoff.FormCOSE, Now: now, Mark: store.MarkOf(marked)}); !errors.Is(err, store.ErrConflict) {
+				t.Errorf("%s: Transition with a mark from the wrong state = %v; want ErrConflict", hop, err)
 			}
 			checkGet(t, s, hop, want)
-			if err := s.TransitionIf(ctx, Iss, hop, store.Accepted, store.Failed, marked, status, handoff.FormCOSE, now); err != nil {
-				t.Errorf("%s: TransitionIf(equivocated %v) on a hop marked %v = %v; want it moved", hop, marked, marked, err)
+			if err := s.Transition(ctx, store.Move{Iss: Iss, Hop: hop, From: store.Accepted, To: store.Failed, Status: status, Form: handoff.FormCOSE, Now: now, Mark: store.MarkOf(marked)}); err != nil {
+				t.Errorf("%s: Transition(mark equivocated %v) on a hop marked %v = %v; want it moved", hop, marked, marked, err)
 				continue
 			}
 			want.State, want.Status, want.StatusForm, want.Decided = store.Failed, status, handoff.FormCOSE, now
@@ -193,11 +193,11 @@ func testTransitionIf(t *testing.T, s store.Store) {
 	}
 	// A move that keeps the status (to Accepted, nil status) checks the mark too.
 	want := put(t, s, "if-keep", store.Received)
-	if err := s.TransitionIf(ctx, Iss, "if-keep", store.Received, store.Accepted, true, nil, 0, now); !errors.Is(err, store.ErrConflict) {
-		t.Errorf("TransitionIf(received -> accepted, equivocated true) on an unmarked hop = %v; want ErrConflict", err)
+	if err := s.Transition(ctx, store.Move{Iss: Iss, Hop: "if-keep", From: store.Received, To: store.Accepted, Form: 0, Now: now, Mark: store.MarkOf(true)}); !errors.Is(err, store.ErrConflict) {
+		t.Errorf("Transition(received -> accepted, MarkSet) on an unmarked hop = %v; want ErrConflict", err)
 	}
 	checkGet(t, s, "if-keep", want)
-	if err := s.TransitionIf(ctx, Iss, "if-keep", store.Received, store.Accepted, false, nil, 0, now); err != nil {
+	if err := s.Transition(ctx, store.Move{Iss: Iss, Hop: "if-keep", From: store.Received, To: store.Accepted, Form: 0, Now: now, Mark: store.MarkOf(false)}); err != nil {
 		t.Errorf("TransitionIf(received -> accepted) = %v", err)
 	}
 	want.State = store.Accepted

@@ -8,7 +8,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/quantumlearningmachines/handoff"
 	"github.com/quantumlearningmachines/handoff/store"
 )
 
@@ -112,23 +111,12 @@ func (s *DB) Hops(ctx context.Context, state store.State, after store.HopKey, li
 }
 
 // Transition implements store.Store.
-func (s *DB) Transition(ctx context.Context, iss, hop string, from, to store.State, status []byte, form handoff.Form, now time.Time) error {
+func (s *DB) Transition(ctx context.Context, m store.Move) error {
 	if err := s.open(); err != nil {
 		return err
 	}
-	if err := s.transition(ctx, s.db, iss, hop, from, to, nil, status, form, now); err != nil {
-		return store.AtHop(err, iss, hop)
-	}
-	return nil
-}
-
-// TransitionIf implements store.Store.
-func (s *DB) TransitionIf(ctx context.Context, iss, hop string, from, to store.State, equivocated bool, status []byte, form handoff.Form, now time.Time) error {
-	if err := s.open(); err != nil {
-		return err
-	}
-	if err := s.transition(ctx, s.db, iss, hop, from, to, &equivocated, status, form, now); err != nil {
-		return store.AtHop(err, iss, hop)
+	if err := s.transition(ctx, s.db, m); err != nil {
+		return store.AtHop(err, m.Iss, m.Hop)
 	}
 	return nil
 }
@@ -138,8 +126,9 @@ type execer interface {
 	QueryRowContext(ctx context.Context, q string, args ...any) *sql.Row
 }
 
-// transition moves the hop; equivocated, if set, is the mark it must have.
-func (s *DB) transition(ctx context.Context, ex execer, iss, hop string, from, to store.State, equivocated *bool, status []byte, form handoff.Form, now time.Time) error {
+// transition makes the move with ex.
+func (s *DB) transition(ctx context.Context, ex execer, m store.Move) error {
+	iss, hop, from, to, status, form, now := m.Iss, m.Hop, m.From, m.To, m.Status, m.Form, m.Now
 	if !store.CanMove(from, to) {
 		return fmt.Errorf("%w: the lifecycle does not allow %s -> %s", store.ErrConflict, from, to)
 	}
@@ -148,8 +137,8 @@ func (s *DB) transition(ctx context.Context, ex execer, iss, hop string, from, t
 		decided = nanos(now)
 	}
 	q, qKeep, where := s.q.transition, s.q.transitionKeep, []any{iss, hop, string(from)}
-	if equivocated != nil {
-		q, qKeep, where = s.q.transitionIf, s.q.transitionKeepIf, append(where, boolInt(*equivocated))
+	if m.Mark != store.MarkAny {
+		q, qKeep, where = s.q.transitionIf, s.q.transitionKeepIf, append(where, boolInt(m.Mark == store.MarkSet))
 	}
 	var res sql.Result
 	var err error
@@ -175,8 +164,8 @@ func (s *DB) transition(ctx context.Context, ex execer, iss, hop string, from, t
 	if err != nil {
 		return err
 	}
-	if r.State == from && equivocated != nil && r.Equivocated != *equivocated {
-		return fmt.Errorf("%w: hop's equivocated mark is %v, not %v", store.ErrConflict, r.Equivocated, *equivocated)
+	if r.State == from && !m.Mark.Meets(r.Equivocated) {
+		return fmt.Errorf("%w: hop's equivocated mark is %v, not %v", store.ErrConflict, r.Equivocated, !r.Equivocated)
 	}
 	return fmt.Errorf("%w: hop is %s, not %s", store.ErrConflict, r.State, from)
 }

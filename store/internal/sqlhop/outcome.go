@@ -93,7 +93,7 @@ func (s *DB) applyOutcome(ctx context.Context, iss, hop string, now func() time.
 	if out.State != store.Completed && out.State != store.Failed {
 		return store.AtHop(fmt.Errorf("store: an outcome is completed or failed, not %q", out.State), iss, hop)
 	}
-	if err := s.transition(ctx, tx, iss, hop, r.State, out.State, nil, out.Status, out.StatusForm, now()); err != nil {
+	if err := s.transition(ctx, tx, store.Move{Iss: iss, Hop: hop, From: r.State, To: out.State, Status: out.Status, Form: out.StatusForm, Now: now()}); err != nil {
 		return store.AtHop(err, iss, hop)
 	}
 	if err := tx.Commit(); err != nil {

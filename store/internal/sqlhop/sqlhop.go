@@ -116,7 +116,7 @@ func Open(ctx context.Context, db *sql.DB, d Dialect, now time.Time) (*DB, error
 		transition: b(`UPDATE hops SET state = ?, status = ?, status_form = ?, decided = ?
 			WHERE iss = ? AND hop = ? AND state = ?`),
 		transitionKeep: b(`UPDATE hops SET state = ?, decided = ? WHERE iss = ? AND hop = ? AND state = ?`),
-		// The same, for TransitionIf: also conditional on the equivocated mark.
+		// The same, for a Move with a Mark: also conditional on the equivocated mark.
 		transitionIf: b(`UPDATE hops SET state = ?, status = ?, status_form = ?, decided = ?
 			WHERE iss = ? AND hop = ? AND state = ? AND equivocated = ?`),
 		transitionKeepIf: b(`UPDATE hops SET state = ?, decided = ? WHERE iss = ? AND hop = ? AND state = ? AND equivocated = ?`),
