@@ -1,7 +1,12 @@
 package handoff_test
 
 import (
+	"bytes"
+	"io/fs"
+	"os"
 	"os/exec"
+	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 	"testing"
@@ -82,3 +87,42 @@ func TestImportLayers(t *testing.T) {
 }
 
 func itoa(n int) string { return string(rune('0' + n)) }
+
+// maxFileLines bounds a hand-written non-test Go file (issue 14: files of
+// one idea). A file past it is split along its ideas, not the bound
+// raised.
+const maxFileLines = 700
+
+// TestFilesOfOneIdea: no hand-written non-test Go file in the module is
+// longer than maxFileLines (generated files, marked as Go marks them,
+// are not counted).
+func TestFilesOfOneIdea(t *testing.T) {
+	err := filepath.WalkDir(".", func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && (d.Name() == "testdata" || strings.HasPrefix(d.Name(), ".")) && path != "." {
+			return filepath.SkipDir
+		}
+		if d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		if generated.Match(b) {
+			return nil
+		}
+		if n := bytes.Count(b, []byte("\n")); n > maxFileLines {
+			t.Errorf("%s: %d lines, more than %d: split it along its ideas", path, n, maxFileLines)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// generated is the line Go tools put in a generated file.
+var generated = regexp.MustCompile(`(?m)^// Code generated .* DO NOT EDIT\.$`)
