@@ -37,6 +37,19 @@ func CardExtension(required bool) a2a.AgentExtension {
 // ErrNoHandoff: the message carries nothing under Key.
 var ErrNoHandoff = errors.New("a2ahandoff: the message carries no Handoff under " + Key)
 
+// ErrMetadata is wrapped by the error of a value under Key that is not a
+// Handoff (or, for StatusFrom, a status) as this binding carries one: the
+// peer's fault, D3. The message says what was found.
+var ErrMetadata = errors.New("a2ahandoff: malformed metadata value")
+
+func metadataErrorf(format string, a ...any) error {
+	return kindError{fmt.Errorf(format, a...), ErrMetadata}
+}
+
+// ErrNotSent: this client has not sent the hop (its message is kept in
+// memory only, so after a restart, too).
+var ErrNotSent = errors.New("a2ahandoff: hop not sent by this client")
+
 // AttachHandoff puts h into m.Metadata under Key and lists URI in
 // m.Extensions. enc chooses how the Handoff travels (see the package
 // documentation): handoff.JSON as a JSON object whose signed elements are
@@ -44,7 +57,7 @@ var ErrNoHandoff = errors.New("a2ahandoff: the message carries no Handoff under 
 // The signed elements' octets are never changed.
 func AttachHandoff(m *a2a.Message, h *handoff.Handoff, enc handoff.Encoding) error {
 	if m == nil {
-		return errors.New("a2ahandoff: AttachHandoff needs the message to carry the Handoff, got nil")
+		return invalid("a2ahandoff: AttachHandoff needs the message to carry the Handoff, got nil")
 	}
 	v, err := handoffValue(h, enc)
 	if err != nil {
@@ -58,7 +71,7 @@ func AttachHandoff(m *a2a.Message, h *handoff.Handoff, enc handoff.Encoding) err
 // handoffValue is the metadata value carrying h.
 func handoffValue(h *handoff.Handoff, enc handoff.Encoding) (any, error) {
 	if h == nil {
-		return nil, errors.New("a2ahandoff: no Handoff to carry: got nil")
+		return nil, invalid("a2ahandoff: no Handoff to carry: got nil")
 	}
 	b, err := h.Encode(enc)
 	if err != nil {
@@ -108,25 +121,25 @@ func handoffOctets(v any) ([]byte, error) {
 		enc := json.NewEncoder(&buf)
 		enc.SetEscapeHTML(false)
 		if err := enc.Encode(x); err != nil {
-			return nil, fmt.Errorf("a2ahandoff: metadata %s: the Handoff object cannot be written as JSON: %w", Key, err)
+			return nil, metadataErrorf("a2ahandoff: metadata %s: the Handoff object cannot be written as JSON: %w", Key, err)
 		}
 		return bytes.TrimRight(buf.Bytes(), "\n"), nil
 	case string:
 		b, err := base64.RawURLEncoding.Strict().DecodeString(x)
 		if err != nil {
-			return nil, fmt.Errorf("a2ahandoff: metadata %s: text is base64url of a CBOR Handoff, and this is not base64url without padding: %w", Key, err)
+			return nil, metadataErrorf("a2ahandoff: metadata %s: text is base64url of a CBOR Handoff, and this is not base64url without padding: %w", Key, err)
 		}
 		if len(b) == 0 {
-			return nil, fmt.Errorf("a2ahandoff: metadata %s: empty CBOR Handoff", Key)
+			return nil, metadataErrorf("a2ahandoff: metadata %s: empty CBOR Handoff", Key)
 		}
 		if handoff.IsJSON(b) {
-			return nil, fmt.Errorf("a2ahandoff: metadata %s: base64url text decodes to JSON; a JSON Handoff travels as an object", Key)
+			return nil, metadataErrorf("a2ahandoff: metadata %s: base64url text decodes to JSON; a JSON Handoff travels as an object", Key)
 		}
 		return b, nil
 	case nil:
-		return nil, fmt.Errorf("a2ahandoff: metadata %s is null, not a Handoff", Key)
+		return nil, metadataErrorf("a2ahandoff: metadata %s is null, not a Handoff", Key)
 	default:
-		return nil, fmt.Errorf("a2ahandoff: metadata %s is a %s; a Handoff is a JSON object (or base64url text of a CBOR Handoff)", Key, jsonType(v))
+		return nil, metadataErrorf("a2ahandoff: metadata %s is a %s; a Handoff is a JSON object (or base64url text of a CBOR Handoff)", Key, jsonType(v))
 	}
 }
 
@@ -178,20 +191,20 @@ const maxStatusText = 128 << 10
 func statusValue(v any) (handoff.Element, error) {
 	s, ok := v.(string)
 	if !ok {
-		return handoff.Element{}, fmt.Errorf("a2ahandoff: metadata %s is a %s; a status is text (compact JWS or base64url COSE_Sign1)", Key, jsonType(v))
+		return handoff.Element{}, metadataErrorf("a2ahandoff: metadata %s is a %s; a status is text (compact JWS or base64url COSE_Sign1)", Key, jsonType(v))
 	}
 	if s == "" || len(s) > maxStatusText {
-		return handoff.Element{}, fmt.Errorf("a2ahandoff: metadata %s: a status of %d characters", Key, len(s))
+		return handoff.Element{}, metadataErrorf("a2ahandoff: metadata %s: a status of %d characters", Key, len(s))
 	}
 	for i := 0; i < len(s); i++ {
 		c := s[i]
 		if !(c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.') {
-			return handoff.Element{}, fmt.Errorf("a2ahandoff: metadata %s: character %q at %d is neither base64url nor a JWS period", Key, c, i)
+			return handoff.Element{}, metadataErrorf("a2ahandoff: metadata %s: character %q at %d is neither base64url nor a JWS period", Key, c, i)
 		}
 	}
 	el := handoff.ParseElement([]byte(s))
 	if el.Form == handoff.FormInvalid {
-		return handoff.Element{}, fmt.Errorf("a2ahandoff: metadata %s: text is neither a compact JWS nor base64url", Key)
+		return handoff.Element{}, metadataErrorf("a2ahandoff: metadata %s: text is neither a compact JWS nor base64url", Key)
 	}
 	return el, nil
 }

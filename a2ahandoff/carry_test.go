@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -117,8 +118,10 @@ func TestCarriageRefusesOtherValues(t *testing.T) {
 	for _, tc := range handoffs {
 		t.Run("Handoff "+tc.name, func(t *testing.T) {
 			_, err := a2ahandoff.HandoffFrom(&a2a.Message{Metadata: map[string]any{a2ahandoff.Key: tc.value}})
-			if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), a2ahandoff.Key) {
-				t.Fatalf("error %v, want one naming the key and %q", err, tc.want)
+			// The message names the key and what was found there: what a
+			// person reads first (a behaviour, checked as such).
+			if !errors.Is(err, a2ahandoff.ErrMetadata) || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), a2ahandoff.Key) {
+				t.Fatalf("error %v, want ErrMetadata naming the key and %q", err, tc.want)
 			}
 		})
 	}
@@ -139,8 +142,8 @@ func TestCarriageRefusesOtherValues(t *testing.T) {
 	for _, tc := range statuses {
 		t.Run("status "+tc.name, func(t *testing.T) {
 			_, ok, err := a2ahandoff.StatusFrom(map[string]any{a2ahandoff.Key: tc.value})
-			if !ok || err == nil || !strings.Contains(err.Error(), tc.want) {
-				t.Fatalf("ok=%v error %v, want %q", ok, err, tc.want)
+			if !ok || !errors.Is(err, a2ahandoff.ErrMetadata) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("ok=%v error %v, want ErrMetadata saying %q", ok, err, tc.want)
 			}
 		})
 	}

@@ -2,7 +2,6 @@ package a2ahandoff
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -56,7 +55,7 @@ type sent struct {
 // Key; call it before c is used concurrently.
 func NewClient(c *a2aclient.Client, dl *delegator.Delegator, o ClientOptions) (*Client, error) {
 	if c == nil || dl == nil {
-		return nil, errors.New("a2ahandoff: NewClient needs an a2aclient.Client and a delegator")
+		return nil, invalid("a2ahandoff: NewClient needs an a2aclient.Client and a delegator")
 	}
 	if o.Encoding != handoff.JSON && o.Encoding != handoff.CBOR {
 		return nil, fmt.Errorf("a2ahandoff: unknown encoding %d", o.Encoding)
@@ -66,7 +65,7 @@ func NewClient(c *a2aclient.Client, dl *delegator.Delegator, o ClientOptions) (*
 }
 
 // errNilClient: a nil Client, or one not made by NewClient.
-var errNilClient = errors.New("a2ahandoff: the Client is nil or was not made by NewClient")
+var errNilClient = invalid("a2ahandoff: the Client is nil or was not made by NewClient")
 
 // usable reports why c cannot send: nil, not made by NewClient, or no
 // context to send with.
@@ -75,7 +74,7 @@ func (c *Client) usable(ctx context.Context) error {
 		return errNilClient
 	}
 	if ctx == nil {
-		return errors.New("a2ahandoff: the context is nil")
+		return invalid("a2ahandoff: the context is nil")
 	}
 	return nil
 }
@@ -149,7 +148,7 @@ func (c *Client) Offer(ctx context.Context, spec delegator.Offer, msg *a2a.Messa
 		return nil, err
 	}
 	if msg == nil {
-		return nil, errors.New("a2ahandoff: Offer needs the message that carries the work")
+		return nil, invalid("a2ahandoff: Offer needs the message that carries the work")
 	}
 	switch {
 	case spec.Dialog == "" && msg.ContextID == "":
@@ -180,26 +179,26 @@ func (c *Client) Send(ctx context.Context, hop string, h *handoff.Handoff, msg *
 		return nil, err
 	}
 	if hop == "" {
-		return nil, errors.New(`a2ahandoff: Send needs the hop the delegator issued, got ""`)
+		return nil, invalid(`a2ahandoff: Send needs the hop the delegator issued, got ""`)
 	}
 	if msg == nil {
-		return nil, fmt.Errorf("a2ahandoff: Send for hop %s needs the message that carries the work, got nil", hop)
+		return nil, invalidf("a2ahandoff: Send for hop %s needs the message that carries the work, got nil", hop)
 	}
 	if h == nil {
-		return nil, fmt.Errorf("a2ahandoff: Send for hop %s needs its Handoff (from delegator.Offer), got nil", hop)
+		return nil, invalidf("a2ahandoff: Send for hop %s needs its Handoff (from delegator.Offer), got nil", hop)
 	}
 	// The Handoff must carry an offer for this hop: what is kept here
 	// for the hop is sent again by Ask, so a wrong one would replace the
 	// right one. Its signature is the delegate's to check.
 	switch o, s, err := handoff.UnsafeDecode(h.Offer); {
 	case err != nil:
-		return nil, fmt.Errorf("a2ahandoff: Send for hop %s: the Handoff's offer cannot be read: %w", hop, err)
+		return nil, invalidf("a2ahandoff: Send for hop %s: the Handoff's offer cannot be read: %w", hop, err)
 	case o == nil && s == nil:
-		return nil, fmt.Errorf("a2ahandoff: Send for hop %s: the Handoff's offer cannot be read", hop)
+		return nil, invalidf("a2ahandoff: Send for hop %s: the Handoff's offer cannot be read", hop)
 	case o == nil:
-		return nil, fmt.Errorf("a2ahandoff: Send for hop %s: the Handoff's offer is a status, not an offer", hop)
+		return nil, invalidf("a2ahandoff: Send for hop %s: the Handoff's offer is a status, not an offer", hop)
 	case o.Hop != hop:
-		return nil, fmt.Errorf("a2ahandoff: Send for hop %s: the Handoff's offer is for hop %q", hop, o.Hop)
+		return nil, invalidf("a2ahandoff: Send for hop %s: the Handoff's offer is for hop %q", hop, o.Hop)
 	}
 	m := cloneMessage(msg)
 	if m.ID == "" {
@@ -244,7 +243,7 @@ func (c *Client) Ask(ctx context.Context, hop string) (*Reply, error) {
 	s := c.hops[hop]
 	c.mu.Unlock()
 	if s == nil {
-		return nil, fmt.Errorf("a2ahandoff: hop %s was not sent by this client (its message is kept in memory only)", hop)
+		return nil, fmt.Errorf("%w (its message is kept in memory only): hop %s", ErrNotSent, hop)
 	}
 	m := cloneMessage(s.msg)
 	m.ID = a2a.NewMessageID()
@@ -267,7 +266,7 @@ func (c *Client) Resend(ctx context.Context, a delegator.Ask) error {
 		return err
 	}
 	if a.Hop == nil {
-		return errors.New("a2ahandoff: Resend needs the hop to ask about (delegator.Ask.Hop), got nil")
+		return invalid("a2ahandoff: Resend needs the hop to ask about (delegator.Ask.Hop), got nil")
 	}
 	_, err := c.Ask(ctx, a.Hop.Hop)
 	return err
@@ -334,11 +333,11 @@ func (c *Client) SendCancel(ctx context.Context, hop string, cancel handoff.Elem
 	// delegate's to check (D9).
 	switch _, s, err := handoff.UnsafeDecode(cancel); {
 	case err != nil:
-		return nil, fmt.Errorf("a2ahandoff: SendCancel for hop %s needs a signed \"canceled\" status; this one cannot be read: %w", hop, err)
+		return nil, invalidf("a2ahandoff: SendCancel for hop %s needs a signed \"canceled\" status; this one cannot be read: %w", hop, err)
 	case s == nil:
-		return nil, fmt.Errorf("a2ahandoff: SendCancel for hop %s needs a signed \"canceled\" status, got an offer", hop)
+		return nil, invalidf("a2ahandoff: SendCancel for hop %s needs a signed \"canceled\" status, got an offer", hop)
 	case s.State != handoff.StateCanceled:
-		return nil, fmt.Errorf("a2ahandoff: SendCancel for hop %s needs a signed \"canceled\" status, got %q", hop, s.State)
+		return nil, invalidf("a2ahandoff: SendCancel for hop %s needs a signed \"canceled\" status, got %q", hop, s.State)
 	}
 	t, err := c.a2a.CancelTask(ctx, &a2a.TaskIDParams{ID: task, Metadata: map[string]any{Key: cancel.Text()}})
 	if err != nil {
@@ -394,7 +393,7 @@ func (c *Client) taskOf(hop string) (a2a.TaskID, error) {
 	defer c.mu.Unlock()
 	s := c.hops[hop]
 	if s == nil {
-		return "", fmt.Errorf("a2ahandoff: hop %s was not sent by this client", hop)
+		return "", fmt.Errorf("%w: hop %s", ErrNotSent, hop)
 	}
 	if s.task == "" {
 		return "", fmt.Errorf("a2ahandoff: no A2A task is known for hop %s (no reply named one)", hop)

@@ -2,7 +2,6 @@ package a2ahandoff
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 
@@ -123,11 +122,11 @@ func (x *Executor) callable(ctx context.Context, rc *a2asrv.RequestContext, q ev
 	case !x.usable():
 		return errNilExecutor
 	case ctx == nil:
-		return errors.New("a2ahandoff: the Executor needs a context, got nil")
+		return invalid("a2ahandoff: the Executor needs a context, got nil")
 	case rc == nil:
-		return errors.New("a2ahandoff: the Executor needs the request's *a2asrv.RequestContext, got nil")
+		return invalid("a2ahandoff: the Executor needs the request's *a2asrv.RequestContext, got nil")
 	case q == nil:
-		return errors.New("a2ahandoff: the Executor needs the task's eventqueue.Queue, got nil")
+		return invalid("a2ahandoff: the Executor needs the task's eventqueue.Queue, got nil")
 	}
 	return nil
 }

@@ -160,16 +160,16 @@ var errStopped = errors.New("a2ahandoff: the hop's work was stopped (canceled by
 // NewExecutor builds the delegate from cfg.Delegate and wraps agent.
 func NewExecutor(ctx context.Context, agent a2asrv.AgentExecutor, cfg ServerConfig) (*Executor, error) {
 	if ctx == nil {
-		return nil, errors.New("a2ahandoff: NewExecutor needs a context, got nil")
+		return nil, invalid("a2ahandoff: NewExecutor needs a context, got nil")
 	}
 	if agent == nil {
-		return nil, errors.New("a2ahandoff: NewExecutor needs the agent's executor")
+		return nil, invalid("a2ahandoff: NewExecutor needs the agent's executor")
 	}
 	if cfg.Delegate.Defer {
-		return nil, errors.New("a2ahandoff: delegate.Config.Defer is not supported: the A2A executor runs the agent when the offer is accepted")
+		return nil, invalid("a2ahandoff: delegate.Config.Defer is not supported: the A2A executor runs the agent when the offer is accepted")
 	}
 	if cfg.OnCancelTimeout < 0 {
-		return nil, errors.New("a2ahandoff: ServerConfig.OnCancelTimeout must not be negative")
+		return nil, invalid("a2ahandoff: ServerConfig.OnCancelTimeout must not be negative")
 	}
 	if cfg.OnCancelTimeout == 0 {
 		cfg.OnCancelTimeout = DefaultOnCancelTimeout
@@ -192,7 +192,7 @@ func NewExecutor(ctx context.Context, agent a2asrv.AgentExecutor, cfg ServerConf
 }
 
 // errNilExecutor: a nil Executor, or one not made by NewExecutor.
-var errNilExecutor = errors.New("a2ahandoff: the Executor is nil or was not made by NewExecutor")
+var errNilExecutor = invalid("a2ahandoff: the Executor is nil or was not made by NewExecutor")
 
 // usable reports whether x was made by NewExecutor.
 func (x *Executor) usable() bool {
@@ -278,13 +278,13 @@ func HopFrom(ctx context.Context) *Hop {
 // "completed" with no refs.
 func (h *Hop) Declare(out delegate.Outcome) error {
 	if h == nil {
-		return errors.New("a2ahandoff: Declare on a nil Hop (HopFrom outside a handoff task's Execute)")
+		return invalid("a2ahandoff: Declare on a nil Hop (HopFrom outside a handoff task's Execute)")
 	}
 	h.mu.Lock()
 	r := h.run
 	h.mu.Unlock()
 	if r == nil {
-		return errors.New("a2ahandoff: Declare on a Hop whose work is not running")
+		return invalid("a2ahandoff: Declare on a Hop whose work is not running")
 	}
 	if out.State != store.Completed && out.State != store.Failed {
 		return fmt.Errorf("a2ahandoff: an outcome is completed or failed, not %q", out.State)

@@ -407,15 +407,15 @@ func TestServerBoundsConfig(t *testing.T) {
 			_, err := mcphandoff.New(ctx, delegate.Config{}, mcphandoff.ServerConfig{Delegate: e.d})
 			return err
 		}},
-		{"New with an invalid delegate config", "delegate", func() error {
-			_, err := mcphandoff.New(ctx, delegate.Config{}, mcphandoff.ServerConfig{})
-			return err
-		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if err := tc.build(); err == nil || !strings.Contains(err.Error(), tc.want) {
-				t.Fatalf("error %v; want one naming %q", err, tc.want)
+			if err := tc.build(); !errors.Is(err, mcphandoff.ErrInvalid) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error %v; want ErrInvalid naming %q", err, tc.want)
 			}
 		})
+	}
+	// The delegate's own refusal of its config comes back as it is.
+	if _, err := mcphandoff.New(ctx, delegate.Config{}, mcphandoff.ServerConfig{}); err == nil {
+		t.Fatal("New with an invalid delegate config succeeded")
 	}
 }

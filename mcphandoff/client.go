@@ -61,10 +61,10 @@ type sentHop struct {
 // NewClient validates cfg.
 func NewClient(cfg ClientConfig) (*Client, error) {
 	if cfg.Delegator == nil {
-		return nil, errors.New("mcphandoff: ClientConfig.Delegator is required")
+		return nil, invalid("mcphandoff: ClientConfig.Delegator is required")
 	}
 	if cfg.Encoding != handoff.JSON && cfg.Encoding != handoff.CBOR {
-		return nil, fmt.Errorf("mcphandoff: unknown encoding %v", cfg.Encoding)
+		return nil, invalid(fmt.Sprintf("mcphandoff: unknown encoding %v", cfg.Encoding))
 	}
 	return &Client{cfg: cfg, hops: map[string]*sentHop{}, byDigest: map[string]string{}}, nil
 }
@@ -72,7 +72,7 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 // usable reports why c cannot be used: nil, or not made by NewClient.
 func (c *Client) usable() error {
 	if c == nil || c.hops == nil || c.cfg.Delegator == nil {
-		return errors.New("mcphandoff: the Client is nil or was not made by NewClient")
+		return invalid("mcphandoff: the Client is nil or was not made by NewClient")
 	}
 	return nil
 }
@@ -83,7 +83,7 @@ func (c *Client) usableOn(cs *mcp.ClientSession) error {
 		return err
 	}
 	if cs == nil {
-		return errors.New("mcphandoff: the *mcp.ClientSession is nil")
+		return invalid("mcphandoff: the *mcp.ClientSession is nil")
 	}
 	return nil
 }
@@ -95,13 +95,13 @@ func (c *Client) Attach(cl *mcp.Client) error {
 		return err
 	}
 	if cl == nil {
-		return errors.New("mcphandoff: Attach needs an *mcp.Client, got nil")
+		return invalid("mcphandoff: Attach needs an *mcp.Client, got nil")
 	}
 	c.mu.Lock()
 	attached := c.next != nil
 	c.mu.Unlock()
 	if attached {
-		return errors.New("mcphandoff: this Client is already attached to an mcp.Client")
+		return invalid("mcphandoff: this Client is already attached to an mcp.Client")
 	}
 	cl.AddSendingMiddleware(c.middleware)
 	return nil
@@ -183,7 +183,7 @@ func (c *Client) Transport(t mcp.Transport) mcp.Transport {
 type failing struct{}
 
 func (failing) Connect(context.Context) (mcp.Connection, error) {
-	return nil, errors.New("mcphandoff: Client.Transport was given a nil transport")
+	return nil, invalid("mcphandoff: Client.Transport was given a nil transport")
 }
 
 // noting wraps a client transport: its connections note the ids of the
@@ -279,17 +279,17 @@ func (c *Client) Call(ctx context.Context, cs *mcp.ClientSession, params *mcp.Ca
 		return nil, err
 	}
 	if params == nil || params.Name == "" {
-		return nil, errors.New("mcphandoff: Call needs the tools/call params with the tool's name")
+		return nil, invalid("mcphandoff: Call needs the tools/call params with the tool's name")
 	}
 	if h == nil {
-		return nil, errors.New("mcphandoff: Call needs the Handoff (from delegator.Offer), got nil")
+		return nil, invalid("mcphandoff: Call needs the Handoff (from delegator.Offer), got nil")
 	}
 	o, _, err := handoff.UnsafeDecode(h.Offer) // our own offer, read back
 	if err != nil {
-		return nil, fmt.Errorf("mcphandoff: the Handoff's offer cannot be read: %w", err)
+		return nil, invalidf("mcphandoff: the Handoff's offer cannot be read: %w", err)
 	}
 	if o == nil {
-		return nil, errors.New("mcphandoff: the Handoff's offer element is a status, not an offer")
+		return nil, invalid("mcphandoff: the Handoff's offer element is a status, not an offer")
 	}
 	if o.Hop == "" { // the data model forbids it; a map keyed by "" would mix such hops
 		return nil, errors.New("mcphandoff: the Handoff's offer names no hop")
@@ -418,7 +418,7 @@ func (c *Client) Cancel(ctx context.Context, cs *mcp.ClientSession, hop string) 
 		return handoff.Element{}, err
 	}
 	if hop == "" {
-		return handoff.Element{}, errors.New("mcphandoff: Cancel needs a hop, got \"\"")
+		return handoff.Element{}, invalid("mcphandoff: Cancel needs a hop, got \"\"")
 	}
 	st, _, err := c.cfg.Delegator.Cancel(ctx, hop)
 	if err != nil {
@@ -436,17 +436,17 @@ func (c *Client) SendCancel(ctx context.Context, cs *mcp.ClientSession, hop stri
 		return err
 	}
 	if hop == "" {
-		return errors.New("mcphandoff: SendCancel needs a hop, got \"\"")
+		return invalid("mcphandoff: SendCancel needs a hop, got \"\"")
 	}
 	// Only a "canceled" goes out as a cancel; its signature is the
 	// delegate's to check.
 	switch _, s, err := handoff.UnsafeDecode(st); {
 	case err != nil:
-		return fmt.Errorf("mcphandoff: SendCancel for hop %s needs a signed \"canceled\" status; this one cannot be read: %w", hop, err)
+		return invalidf("mcphandoff: SendCancel for hop %s needs a signed \"canceled\" status; this one cannot be read: %w", hop, err)
 	case s == nil:
-		return fmt.Errorf("mcphandoff: SendCancel for hop %s needs a signed \"canceled\" status, got an offer", hop)
+		return invalidf("mcphandoff: SendCancel for hop %s needs a signed \"canceled\" status, got an offer", hop)
 	case s.State != handoff.StateCanceled:
-		return fmt.Errorf("mcphandoff: SendCancel for hop %s needs a signed \"canceled\" status, got %q", hop, s.State)
+		return invalidf("mcphandoff: SendCancel for hop %s needs a signed \"canceled\" status, got %q", hop, s.State)
 	}
 	c.mu.Lock()
 	s, ok := c.hops[hop]

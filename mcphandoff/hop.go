@@ -2,7 +2,6 @@ package mcphandoff
 
 import (
 	"context"
-	"errors"
 	"sync"
 
 	"github.com/quantumlearningmachines/handoff"
@@ -47,13 +46,13 @@ func HopFrom(ctx context.Context) *Hop {
 // last declaration counts.
 func (h *Hop) Declare(out delegate.Outcome) error {
 	if h == nil {
-		return errors.New("mcphandoff: Declare on a nil Hop: the call carried no handoff (HopFrom returned nil)")
+		return invalid("mcphandoff: Declare on a nil Hop: the call carried no handoff (HopFrom returned nil)")
 	}
 	if out.State != store.Completed && out.State != store.Failed {
-		return errors.New(`mcphandoff: a declared outcome is "completed" or "failed"`)
+		return invalid(`mcphandoff: a declared outcome is "completed" or "failed"`)
 	}
 	if out.State == store.Failed && len(out.Refs) == 0 && !out.NoEffect {
-		return errors.New(`mcphandoff: a "failed" outcome lists in Refs what took effect, or sets NoEffect`)
+		return invalid(`mcphandoff: a "failed" outcome lists in Refs what took effect, or sets NoEffect`)
 	}
 	h.mu.Lock()
 	h.out, h.isSet = out, true

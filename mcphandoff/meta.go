@@ -40,7 +40,7 @@ var b64 = base64.RawURLEncoding.Strict()
 //     JSON _meta cannot hold, so the whole Handoff travels as octets.
 func HandoffValue(h *handoff.Handoff, enc handoff.Encoding) (any, error) {
 	if h == nil {
-		return nil, errors.New("mcphandoff: HandoffValue needs a Handoff, got nil")
+		return nil, invalid("mcphandoff: HandoffValue needs a Handoff, got nil")
 	}
 	b, err := h.Encode(enc)
 	if err != nil {
@@ -52,7 +52,7 @@ func HandoffValue(h *handoff.Handoff, enc handoff.Encoding) (any, error) {
 	case handoff.CBOR:
 		return b64.EncodeToString(b), nil
 	}
-	return nil, fmt.Errorf("mcphandoff: unknown encoding %v", enc)
+	return nil, invalidf("mcphandoff: unknown encoding %v", enc)
 }
 
 // HandoffOctets reads a _meta value back into the Handoff octets that the

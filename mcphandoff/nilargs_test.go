@@ -76,77 +76,80 @@ func TestNilAndZeroArguments(t *testing.T) {
 
 	for _, c := range []struct {
 		name string
-		want string // in the error
+		want error // errors.Is of the error; nil for none
 		call func() error
 	}{
-		{"Client nil: Attach", "Client is nil", func() error { return nilClient.Attach(mcp.NewClient(&mcp.Implementation{Name: "c"}, nil)) }},
-		{"Client nil: Call", "Client is nil", func() error { _, err := nilClient.Call(ctx, e.cs, call("ok"), h); return err }},
-		{"Client zero value: Call", "not made by NewClient", func() error { _, err := zeroClient.Call(ctx, e.cs, call("ok"), h); return err }},
-		{"Client nil: Ask", "Client is nil", func() error { _, err := nilClient.Ask(ctx, e.cs, sent.Hop); return err }},
-		{"Client nil: Cancel", "Client is nil", func() error { _, err := nilClient.Cancel(ctx, e.cs, sent.Hop); return err }},
-		{"Client nil: SendCancel", "Client is nil", func() error { return nilClient.SendCancel(ctx, e.cs, sent.Hop, completed) }},
-		{"Client nil: Retransmitter", "Client is nil", func() error {
+		{"Client nil: Attach", mcphandoff.ErrInvalid, func() error { return nilClient.Attach(mcp.NewClient(&mcp.Implementation{Name: "c"}, nil)) }},
+		{"Client nil: Call", mcphandoff.ErrInvalid, func() error { _, err := nilClient.Call(ctx, e.cs, call("ok"), h); return err }},
+		{"Client zero value: Call", mcphandoff.ErrInvalid, func() error { _, err := zeroClient.Call(ctx, e.cs, call("ok"), h); return err }},
+		{"Client nil: Ask", mcphandoff.ErrInvalid, func() error { _, err := nilClient.Ask(ctx, e.cs, sent.Hop); return err }},
+		{"Client nil: Cancel", mcphandoff.ErrInvalid, func() error { _, err := nilClient.Cancel(ctx, e.cs, sent.Hop); return err }},
+		{"Client nil: SendCancel", mcphandoff.ErrInvalid, func() error { return nilClient.SendCancel(ctx, e.cs, sent.Hop, completed) }},
+		{"Client nil: Retransmitter", mcphandoff.ErrInvalid, func() error {
 			return nilClient.Retransmitter(e.cs)(ctx, delegator.Ask{Hop: sent})
 		}},
-		{"Client nil: Forget is a no-op", "", func() error { nilClient.Forget(sent.Hop); return nil }},
-		{"Attach: nil *mcp.Client", "needs an *mcp.Client", func() error { return e.hc.Attach(nil) }},
-		{"Call: nil session", "ClientSession is nil", func() error { _, err := e.hc.Call(ctx, nil, call("ok"), h); return err }},
-		{"Call: nil params", "params with the tool's name", func() error { _, err := e.hc.Call(ctx, e.cs, nil, h); return err }},
-		{"Call: no tool name", "params with the tool's name", func() error {
+		{"Client nil: Forget is a no-op", nil, func() error { nilClient.Forget(sent.Hop); return nil }},
+		{"Attach: nil *mcp.Client", mcphandoff.ErrInvalid, func() error { return e.hc.Attach(nil) }},
+		{"Call: nil session", mcphandoff.ErrInvalid, func() error { _, err := e.hc.Call(ctx, nil, call("ok"), h); return err }},
+		{"Call: nil params", mcphandoff.ErrInvalid, func() error { _, err := e.hc.Call(ctx, e.cs, nil, h); return err }},
+		{"Call: no tool name", mcphandoff.ErrInvalid, func() error {
 			_, err := e.hc.Call(ctx, e.cs, &mcp.CallToolParams{}, h)
 			return err
 		}},
-		{"Call: nil Handoff", "Handoff (from delegator.Offer), got nil", func() error { _, err := e.hc.Call(ctx, e.cs, call("ok"), nil); return err }},
-		{"Call: zero Handoff", "offer cannot be read", func() error {
+		{"Call: nil Handoff", mcphandoff.ErrInvalid, func() error { _, err := e.hc.Call(ctx, e.cs, call("ok"), nil); return err }},
+		{"Call: zero Handoff", mcphandoff.ErrInvalid, func() error {
 			_, err := e.hc.Call(ctx, e.cs, call("ok"), &handoff.Handoff{})
 			return err
 		}},
-		{"Call: a status as the offer", "is a status, not an offer", func() error {
+		{"Call: a status as the offer", mcphandoff.ErrInvalid, func() error {
 			_, err := e.hc.Call(ctx, e.cs, call("ok"), &handoff.Handoff{Offer: completed})
 			return err
 		}},
-		{"Call: offer without a hop (the core reads it as no offer)", "offer cannot be read", func() error {
+		{"Call: offer without a hop (the core reads it as no offer)", mcphandoff.ErrInvalid, func() error {
 			_, err := e.hc.Call(ctx, e.cs, call("ok"), &handoff.Handoff{Offer: noHop})
 			return err
 		}},
-		{"Ask: nil session", "ClientSession is nil", func() error { _, err := e.hc.Ask(ctx, nil, sent.Hop); return err }},
-		{"Ask: empty hop", `hop not sent by this client: hop ""`, func() error { _, err := e.hc.Ask(ctx, e.cs, ""); return err }},
-		{"Retransmitter: nil session", "ClientSession is nil", func() error {
+		{"Ask: nil session", mcphandoff.ErrInvalid, func() error { _, err := e.hc.Ask(ctx, nil, sent.Hop); return err }},
+		{"Ask: empty hop", mcphandoff.ErrNotSent, func() error { _, err := e.hc.Ask(ctx, e.cs, ""); return err }},
+		{"Retransmitter: nil session", mcphandoff.ErrInvalid, func() error {
 			return e.hc.Retransmitter(nil)(ctx, delegator.Ask{Hop: sent})
 		}},
-		{"Cancel: nil session", "ClientSession is nil", func() error { _, err := e.hc.Cancel(ctx, nil, sent.Hop); return err }},
-		{"Cancel: empty hop", `needs a hop, got ""`, func() error { _, err := e.hc.Cancel(ctx, e.cs, ""); return err }},
-		{"SendCancel: nil session", "ClientSession is nil", func() error { return e.hc.SendCancel(ctx, nil, sent.Hop, completed) }},
-		{"SendCancel: empty hop", `needs a hop, got ""`, func() error { return e.hc.SendCancel(ctx, e.cs, "", completed) }},
-		{"SendCancel: zero status", `cannot be read`, func() error {
+		{"Cancel: nil session", mcphandoff.ErrInvalid, func() error { _, err := e.hc.Cancel(ctx, nil, sent.Hop); return err }},
+		{"Cancel: empty hop", mcphandoff.ErrInvalid, func() error { _, err := e.hc.Cancel(ctx, e.cs, ""); return err }},
+		{"SendCancel: nil session", mcphandoff.ErrInvalid, func() error { return e.hc.SendCancel(ctx, nil, sent.Hop, completed) }},
+		{"SendCancel: empty hop", mcphandoff.ErrInvalid, func() error { return e.hc.SendCancel(ctx, e.cs, "", completed) }},
+		{"SendCancel: zero status", mcphandoff.ErrInvalid, func() error {
 			return e.hc.SendCancel(ctx, e.cs, sent.Hop, handoff.Element{})
 		}},
-		{"SendCancel: a status other than canceled", `status, got "completed"`, func() error {
+		{"SendCancel: a status other than canceled", mcphandoff.ErrInvalid, func() error {
 			return e.hc.SendCancel(ctx, e.cs, sent.Hop, completed)
 		}},
-		{"Transport: nil", "nil transport", func() error { return connect(e.hc.Transport(nil)) }},
-		{"Transport: nil *StreamableClientTransport", "nil transport", func() error {
+		{"Transport: nil", mcphandoff.ErrInvalid, func() error { return connect(e.hc.Transport(nil)) }},
+		{"Transport: nil *StreamableClientTransport", mcphandoff.ErrInvalid, func() error {
 			return connect(e.hc.Transport((*mcp.StreamableClientTransport)(nil)))
 		}},
-		{"Server nil: Attach", "Server is nil", func() error { return nilServer.Attach(mcp.NewServer(&mcp.Implementation{Name: "s"}, nil)) }},
-		{"Server zero value: Attach", "not made by NewServer", func() error {
+		{"Server nil: Attach", mcphandoff.ErrInvalid, func() error { return nilServer.Attach(mcp.NewServer(&mcp.Implementation{Name: "s"}, nil)) }},
+		{"Server zero value: Attach", mcphandoff.ErrInvalid, func() error {
 			return new(mcphandoff.Server).Attach(mcp.NewServer(&mcp.Implementation{Name: "s"}, nil))
 		}},
-		{"Server: Attach nil *mcp.Server", "needs an *mcp.Server", func() error { return e.srv.Attach(nil) }},
-		{"Server nil: Middleware refuses, runs no tool", "Server is nil", func() error { return mwErr(nilServer) }},
-		{"Server zero value: Middleware refuses, runs no tool", "not made by NewServer", func() error { return mwErr(new(mcphandoff.Server)) }},
-		{"Server nil: Wait returns", "", func() error { nilServer.Wait(); return nil }},
-		{"Hop nil: Declare", "nil Hop", func() error { return nilHop.Declare(delegate.Outcome{State: store.Completed}) }},
-		{"HandoffValue: nil Handoff", "got nil", func() error { _, err := mcphandoff.HandoffValue(nil, handoff.JSON); return err }},
-		{"HandoffOctets: empty RawMessage", "is empty", func() error { _, err := mcphandoff.HandoffOctets(json.RawMessage(nil)); return err }},
-		{"HandoffOctets: nil", "is null", func() error { _, err := mcphandoff.HandoffOctets(nil); return err }},
-		{"StatusFrom: a nil value", "want a string", func() error { _, _, err := mcphandoff.StatusFrom(map[string]any{mcphandoff.Key: nil}); return err }},
-		{"StrictHandler: nil handler answers 500", "500", func() error {
+		{"Server: Attach nil *mcp.Server", mcphandoff.ErrInvalid, func() error { return e.srv.Attach(nil) }},
+		{"Server nil: Middleware refuses, runs no tool", mcphandoff.ErrInvalid, func() error { return mwErr(nilServer) }},
+		{"Server zero value: Middleware refuses, runs no tool", mcphandoff.ErrInvalid, func() error { return mwErr(new(mcphandoff.Server)) }},
+		{"Server nil: Wait returns", nil, func() error { nilServer.Wait(); return nil }},
+		{"Hop nil: Declare", mcphandoff.ErrInvalid, func() error { return nilHop.Declare(delegate.Outcome{State: store.Completed}) }},
+		{"HandoffValue: nil Handoff", mcphandoff.ErrInvalid, func() error { _, err := mcphandoff.HandoffValue(nil, handoff.JSON); return err }},
+		{"HandoffOctets: empty RawMessage", mcphandoff.ErrMeta, func() error { _, err := mcphandoff.HandoffOctets(json.RawMessage(nil)); return err }},
+		{"HandoffOctets: nil", mcphandoff.ErrMeta, func() error { _, err := mcphandoff.HandoffOctets(nil); return err }},
+		{"StatusFrom: a nil value", mcphandoff.ErrMeta, func() error { _, _, err := mcphandoff.StatusFrom(map[string]any{mcphandoff.Key: nil}); return err }},
+		{"StrictHandler: nil handler answers 500", errHTTP500, func() error {
 			w := httptest.NewRecorder()
 			mcphandoff.StrictHandler(nil).ServeHTTP(w, httptest.NewRequest(http.MethodPost, "/", strings.NewReader("{}")))
-			return fmt.Errorf("status %d: %s", w.Code, w.Body)
+			if w.Code != http.StatusInternalServerError {
+				return fmt.Errorf("status %d: %s", w.Code, w.Body)
+			}
+			return errHTTP500
 		}},
-		{"TokenUser: nil request is not authenticated", "", func() error {
+		{"TokenUser: nil request is not authenticated", nil, func() error {
 			if mcphandoff.TokenUser(ctx, nil) != "" {
 				return errors.New("a nil request authenticated")
 			}
@@ -164,10 +167,10 @@ func TestNilAndZeroArguments(t *testing.T) {
 				err = c.call()
 			}()
 			switch {
-			case c.want == "" && err != nil:
+			case c.want == nil && err != nil:
 				t.Fatalf("unexpected error: %v", err)
-			case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
-				t.Fatalf("error %v, want one containing %q", err, c.want)
+			case c.want != nil && !errors.Is(err, c.want):
+				t.Fatalf("error %v, want %v", err, c.want)
 			}
 		})
 	}
@@ -180,3 +183,6 @@ func TestNilAndZeroArguments(t *testing.T) {
 	e.srv.Wait()
 	e.wantRecord(t, sent.Hop, false, store.Completed, "")
 }
+
+// errHTTP500 stands for an HTTP answer 500 in the table.
+var errHTTP500 = errors.New("HTTP 500")

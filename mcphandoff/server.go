@@ -2,7 +2,6 @@ package mcphandoff
 
 import (
 	"context"
-	"errors"
 	"sync"
 	"time"
 
@@ -157,7 +156,7 @@ const (
 // work), but work already running goes on.
 func NewServer(cfg ServerConfig) (*Server, error) {
 	if cfg.Delegate == nil {
-		return nil, errors.New("mcphandoff: ServerConfig.Delegate is required")
+		return nil, invalid("mcphandoff: ServerConfig.Delegate is required")
 	}
 	return newServer(cfg)
 }
@@ -168,11 +167,11 @@ func newServer(cfg ServerConfig) (*Server, error) {
 	}
 	switch {
 	case cfg.AwaitTTL < 0:
-		return nil, errors.New("mcphandoff: ServerConfig.AwaitTTL must not be negative")
+		return nil, invalid("mcphandoff: ServerConfig.AwaitTTL must not be negative")
 	case cfg.MaxAwaiting < 0:
-		return nil, errors.New("mcphandoff: ServerConfig.MaxAwaiting must not be negative")
+		return nil, invalid("mcphandoff: ServerConfig.MaxAwaiting must not be negative")
 	case cfg.MaxAwaitingPerIssuer < 0:
-		return nil, errors.New("mcphandoff: ServerConfig.MaxAwaitingPerIssuer must not be negative")
+		return nil, invalid("mcphandoff: ServerConfig.MaxAwaitingPerIssuer must not be negative")
 	}
 	if cfg.AwaitTTL == 0 {
 		cfg.AwaitTTL = DefaultAwaitTTL
@@ -195,10 +194,10 @@ func newServer(cfg ServerConfig) (*Server, error) {
 // and the Server from cfg, whose Delegate must be nil: New sets it.
 func New(ctx context.Context, dc delegate.Config, cfg ServerConfig) (*Server, error) {
 	if ctx == nil {
-		return nil, errors.New("mcphandoff: New needs a context, got nil")
+		return nil, invalid("mcphandoff: New needs a context, got nil")
 	}
 	if cfg.Delegate != nil {
-		return nil, errors.New("mcphandoff: New builds the delegate from its delegate.Config: ServerConfig.Delegate must be nil")
+		return nil, invalid("mcphandoff: New builds the delegate from its delegate.Config: ServerConfig.Delegate must be nil")
 	}
 	s, err := newServer(cfg)
 	if err != nil {
@@ -255,7 +254,7 @@ func (s *Server) Stop(iss, hop string) {
 }
 
 // errNilServer: a Server not made by NewServer.
-var errNilServer = errors.New("mcphandoff: the Server is nil or was not made by NewServer")
+var errNilServer = invalid("mcphandoff: the Server is nil or was not made by NewServer")
 
 func (s *Server) usable() bool { return s != nil && s.cfg.Delegate != nil && s.idle != nil }
 
@@ -265,7 +264,7 @@ func (s *Server) Attach(srv *mcp.Server) error {
 		return errNilServer
 	}
 	if srv == nil {
-		return errors.New("mcphandoff: Attach needs an *mcp.Server, got nil")
+		return invalid("mcphandoff: Attach needs an *mcp.Server, got nil")
 	}
 	srv.AddReceivingMiddleware(s.Middleware())
 	return nil
