@@ -209,8 +209,13 @@ func (d *decoder) digest(dst *Digest) error {
 		}
 		i := digestShape.index(k)
 		if i < 0 {
-			d.r.Any()
-			f.fail(2, malformed(k, "not allowed: Digest is closed"))
+			// Closed: refused, and not kept to tell duplicates apart (End
+			// rechecks the input's syntax instead).
+			d.r.Skip()
+			d.r.Recheck()
+			if f.fault == nil || f.rank > 2 {
+				f.fail(2, malformed(k, "not allowed: Digest is closed"))
+			}
 			continue
 		}
 		if !f.first(&d.r, i, k) {
@@ -330,7 +335,7 @@ func (d *decoder) refs(buf []ContextRef) ([]ContextRef, error) {
 	d.r.Array()
 	for d.r.More() {
 		if n++; n > d.lim.MaxRefs {
-			d.r.Any()
+			d.r.Skip()
 			continue
 		}
 		out = append(out, ContextRef{})

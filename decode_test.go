@@ -1,6 +1,7 @@
 package handoff
 
 import (
+	"bytes"
 	"errors"
 	"strings"
 	"testing"
@@ -85,5 +86,95 @@ func TestEncodeRefusesExtraNamingAMember(t *testing.T) {
 	back, err := DecodeOffer(b, CBOR)
 	if err != nil || back.Extra["x-note"] != "kept" {
 		t.Fatalf("got %v %v", back, err)
+	}
+}
+
+// TestDecodeRefusedInputBounded: input the decoder refuses for a key it
+// does not tell apart (a CBOR map with a key that is not text, at every
+// level at once; a closed Digest with a million unknown keys) is read
+// within the bound of SPEC.md section 4 (96 octets allocated per input
+// octet), and a duplicate among such keys is still the syntax error it
+// is (D3).
+func TestDecodeRefusedInputBounded(t *testing.T) {
+	o := &Offer{Hop: NewHop(), Dialog: "d", Iss: "a", Aud: "b", Iat: 1, Exp: 2,
+		Refs: []ContextRef{{Kind: KindDigest, Dig: DigestOf([]byte("r"))}}}
+	base, err := o.Encode(CBOR)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 60000
+	nested := bytes.Clone(base)
+	nested[0]++                                                 // the payload: one more member, 0: 0 at the end
+	nested[bytes.LastIndex(nested, []byte("\xa2\x64kind"))]++   // the ref: 0: 0
+	nested[bytes.LastIndex(nested, []byte("\xa2\x63alg"))] += 2 // the Digest: "x": [n empty maps], 0: 0
+	nested = append(nested, 0x61, 'x', 0x9a, 0, 0, n>>8, n&0xff)
+	nested = append(nested, bytes.Repeat([]byte{0xa0}, n)...)
+	nested = append(nested, 0, 0, 0, 0, 0, 0)
+	at := bytes.LastIndex(base, []byte("\xa2\x63alg"))
+	closed := append(bytes.Clone(base[:at]), 0xba, 0, 0, (n+2)>>8, (n+2)&0xff) // a Digest of 2+n members
+	closed = append(closed, base[at+1:]...)
+	for i := range n {
+		closed = append(closed, 0x62, byte('a'+i/26%26), byte('a'+i%26), 0xf6) // "aa": null ... (duplicates from the 677th)
+	}
+	for _, c := range []struct {
+		name string
+		in   []byte
+		text string
+	}{
+		{"non-text keys at three levels", nested, "want a map with text keys"},
+		{"a closed Digest with duplicate unknown keys", closed, "duplicate map key"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var err error
+			alloc := allocatedBy(func() { _, err = DecodeOffer(c.in, CBOR) })
+			var me *memberError
+			if !errors.As(err, &me) || me.reason != ReasonBadSignature || !strings.Contains(err.Error(), c.text) {
+				t.Fatalf("got %v, want bad-signature saying %q", err, c.text)
+			}
+			if per := float64(alloc) / float64(len(c.in)); per > 96 {
+				t.Errorf("%d octets: %.1f octets allocated per octet, more than 96", len(c.in), per)
+			}
+		})
+	}
+}
+
+// TestEncodeRefusesWhatDoesNotDecode: Encode never writes what the
+// decoder refuses, and refuses with an error, never a crash: a negative
+// Time (which would be written as a huge one), an unknown member that
+// holds itself, a Handoff with an element of no octets.
+func TestEncodeRefusesWhatDoesNotDecode(t *testing.T) {
+	good := func() *Offer { return &Offer{Hop: NewHop(), Dialog: "d", Iss: "a", Aud: "b", Iat: 1, Exp: 2} }
+	self := map[string]any{}
+	self["self"] = self
+	deep := any("leaf")
+	for range MaxNesting + 1 {
+		deep = []any{deep}
+	}
+	for _, c := range []struct {
+		name string
+		mut  func(*Offer)
+	}{
+		{"negative iat", func(o *Offer) { o.Iat = -1 }},
+		{"negative exp", func(o *Offer) { o.Exp = -5 }},
+		{"an unknown member that holds itself", func(o *Offer) { o.Extra = map[string]any{"x": self} }},
+		{"an unknown member nested past MaxNesting", func(o *Offer) { o.Extra = map[string]any{"x": deep} }},
+	} {
+		for _, enc := range []Encoding{JSON, CBOR} {
+			o := good()
+			c.mut(o)
+			if b, err := o.Encode(enc); err == nil {
+				t.Errorf("%s, %v: encoded %q", c.name, enc, b)
+			}
+		}
+	}
+	if st := (&Status{Offer: DigestOf(nil), Iss: "a", Aud: "b", Iat: -1, State: StateAccepted}); true {
+		if _, err := st.Encode(JSON); err == nil {
+			t.Error("a status with a negative iat encoded")
+		}
+	}
+	for _, enc := range []Encoding{JSON, CBOR} {
+		if b, err := (&Handoff{}).Encode(enc); err == nil {
+			t.Errorf("%v: a Handoff with an empty offer element encoded: %q", enc, b)
+		}
 	}
 }

@@ -95,6 +95,12 @@ func writeExtra(w *wire.Writer, keys []string, extra map[string]any) {
 }
 
 func (o *Offer) write(enc Encoding) ([]byte, error) {
+	if o.Iat < 0 {
+		return nil, malformed("iat", "%d: a Time is not negative", o.Iat)
+	}
+	if o.Exp < 0 {
+		return nil, malformed("exp", "%d: a Time is not negative", o.Exp)
+	}
 	keys, err := extraKeys(offerShape, o.Extra)
 	if err != nil {
 		return nil, err
@@ -156,6 +162,9 @@ func (o *Offer) write(enc Encoding) ([]byte, error) {
 }
 
 func (s *Status) write(enc Encoding) ([]byte, error) {
+	if s.Iat < 0 {
+		return nil, malformed("iat", "%d: a Time is not negative", s.Iat)
+	}
 	keys, err := extraKeys(statusShape, s.Extra)
 	if err != nil {
 		return nil, err
@@ -236,8 +245,22 @@ func writeRefs(w *wire.Writer, refs []ContextRef) error {
 
 // Encode writes the Handoff in JSON or CBOR. The elements are written with
 // their octets unchanged: in CBOR a COSE_Sign1 as a byte string, else as
-// text (a JWS as it is, a COSE_Sign1 in JSON as base64url).
+// text (a JWS as it is, a COSE_Sign1 in JSON as base64url). Like the
+// payloads' Encode it decodes what it wrote, and refuses a Handoff that
+// would not decode (an element with no octets, unknown members that
+// break the encoding's rules).
 func (h *Handoff) Encode(enc Encoding) ([]byte, error) {
+	b, err := h.write(enc)
+	if err == nil {
+		_, err = decodeHandoff(b, enc)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("handoff: Handoff does not fit the data model: %w", err)
+	}
+	return b, nil
+}
+
+func (h *Handoff) write(enc Encoding) ([]byte, error) {
 	keys, err := extraKeys(handoffShape, h.Extra)
 	if err != nil {
 		return nil, err

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/quantumlearningmachines/handoff/internal/wire"
 )
@@ -139,18 +140,11 @@ func (d *decoder) handoff(enc Encoding) (*Handoff, error) {
 			f.fail(1, d.chain(h, enc))
 		}
 	}
-	if v, ok := d.r.NotText(); ok {
+	if rest, ok := d.r.NotText(); ok {
+		chain := f.seen&2 != 0 || slices.Contains(rest, "chain")
 		h = &Handoff{}
-		if m, ok := v.(map[any]any); ok {
-			if _, ok := m["chain"]; ok {
-				h.Chain = []Element{}
-			}
-		} else if ps, ok := v.(wire.Pairs); ok {
-			for _, p := range ps {
-				if k, ok := p.Key.(string); ok && k == "chain" {
-					h.Chain = []Element{}
-				}
-			}
+		if chain {
+			h.Chain = []Element{}
 		}
 		return h, malformed("", "the Handoff is map, want a map with text keys")
 	}
@@ -177,7 +171,7 @@ func (d *decoder) chain(h *Handoff, enc Encoding) error {
 	d.r.Array()
 	for d.r.More() {
 		if fault != nil {
-			d.r.Any()
+			d.r.Skip()
 			continue
 		}
 		el, err := d.carried(enc, true)

@@ -10,7 +10,6 @@ import (
 	"math"
 	"math/big"
 	"slices"
-	"sort"
 	"unicode/utf8"
 
 	"github.com/fxamacker/cbor/v2"
@@ -75,6 +74,25 @@ type cborDecoder struct {
 	// maps or tags; allocated when first needed, so that the Reader that
 	// embeds a cborDecoder stays small.
 	keys *keyState
+
+	// discard is validation only: every check is made (duplicate keys
+	// included: keys are still decoded), but no value outside a key is
+	// kept, so that checking input costs no tree (see CheckCBOR).
+	discard bool
+}
+
+// CheckCBOR reports the error DecodeCBOR would give for b, without
+// building the value tree: validation within a small constant of memory
+// per map (its keys), whatever the rest of b holds.
+func CheckCBOR(b []byte) error {
+	d := cborDecoder{b: b, discard: true}
+	if _, err := d.value(0); err != nil {
+		return fmt.Errorf("%w: CBOR: %w", ErrSyntax, err)
+	}
+	if d.off != len(b) {
+		return fmt.Errorf("%w: CBOR: %d octets of trailing data", ErrSyntax, len(b)-d.off)
+	}
+	return nil
 }
 
 // keyState is what computing keyDigests needs, one of each per depth (at
@@ -226,6 +244,9 @@ func (d *cborDecoder) item(depth int, id *keyDigest) (any, error) {
 	if major >= 4 && major <= 6 && depth >= MaxDepth {
 		return nil, errNesting
 	}
+	if d.discard && id == nil {
+		return nil, d.skip(major, ai, arg, depth)
+	}
 	var v any
 	switch major {
 	case 0:
@@ -337,6 +358,47 @@ func (d *cborDecoder) item(depth int, id *keyDigest) (any, error) {
 	return v, nil
 }
 
+// skip checks the rest of an item whose head was read, keeping nothing
+// (d.discard, outside keys): the checks of item, in the same order.
+func (d *cborDecoder) skip(major, ai byte, arg uint64, depth int) error {
+	switch major {
+	case 2:
+		_, err := d.take(arg)
+		return err
+	case 3:
+		s, err := d.take(arg)
+		if err == nil && !utf8.Valid(s) {
+			err = errors.New("text string is not valid UTF-8")
+		}
+		return err
+	case 4:
+		if !d.claim(arg, 1) {
+			return errTruncated
+		}
+		for i := uint64(0); i < arg; i++ {
+			d.claimed--
+			if _, err := d.item(depth+1, nil); err != nil {
+				return err
+			}
+		}
+		return nil
+	case 5:
+		if !d.claim(arg, 2) {
+			return errTruncated
+		}
+		_, err := d.mapValue(arg, depth, nil)
+		return err
+	case 6:
+		_, err := d.item(depth+1, nil)
+		return err
+	case 7:
+		if ai == 24 && arg < 32 {
+			return errors.New("simple value in two octets below 32")
+		}
+	}
+	return nil
+}
+
 // leafDigest is the keyDigest of a value that is not an array, a map or
 // a tag.
 func leafDigest(v any) keyDigest {
@@ -382,6 +444,8 @@ func (d *cborDecoder) mapValue(n uint64, depth int, id *keyDigest) (any, error) 
 		structured := d.off < len(d.b) && d.b[d.off]>>5 >= 4 && d.b[d.off]>>5 <= 6
 		var k any
 		var err error
+		discard := d.discard
+		d.discard = false // a key is decoded whole: its identity tells duplicates apart
 		if structured {
 			if kd == nil {
 				kd = &d.keyState().digests[depth][0]
@@ -390,6 +454,7 @@ func (d *cborDecoder) mapValue(n uint64, depth int, id *keyDigest) (any, error) 
 		} else {
 			k, err = d.item(depth+1, nil)
 		}
+		d.discard = discard
 		if err != nil {
 			return nil, err
 		}
@@ -410,7 +475,7 @@ func (d *cborDecoder) mapValue(n uint64, depth int, id *keyDigest) (any, error) 
 			} else if _, dup := text[s]; dup {
 				return nil, fmt.Errorf("duplicate map key %q", s)
 			}
-			text[s] = v
+			text[s] = v // nil when discarding: the key is what counts
 			continue
 		}
 		var h bool
@@ -450,6 +515,9 @@ func (d *cborDecoder) mapValue(n uint64, depth int, id *keyDigest) (any, error) 
 		}
 		ks.sum(h, id)
 		ks.entries[depth] = ids[:0] // kept for the next map at this depth
+	}
+	if d.discard {
+		return nil, nil
 	}
 	if len(other) == 0 {
 		if text == nil {
@@ -539,130 +607,4 @@ func describeKey(k any) string {
 		return fmt.Sprintf("tag %d", x.Number)
 	}
 	return "of type " + TypeName(k)
-}
-
-// EncodeCBOR writes a value tree as CBOR with definite lengths. *Map keeps
-// its order; other values are written by the deterministic encoder.
-func EncodeCBOR(v any) ([]byte, error) {
-	var buf bytes.Buffer
-	if err := writeCBOR(&buf, v); err != nil {
-		return nil, err
-	}
-	return buf.Bytes(), nil
-}
-
-func writeCBOR(buf *bytes.Buffer, v any) error {
-	switch x := v.(type) {
-	case *Map:
-		head(buf, 5, uint64(len(x.Keys)))
-		for i, k := range x.Keys {
-			head(buf, 3, uint64(len(k)))
-			buf.WriteString(k)
-			if err := writeCBOR(buf, x.Vals[i]); err != nil {
-				return fmt.Errorf("%s: %w", k, err)
-			}
-		}
-		return nil
-	case []any:
-		head(buf, 4, uint64(len(x)))
-		for _, y := range x {
-			if err := writeCBOR(buf, y); err != nil {
-				return err
-			}
-		}
-		return nil
-	case Pairs:
-		head(buf, 5, uint64(len(x)))
-		for _, p := range x {
-			if err := writeCBOR(buf, p.Key); err != nil {
-				return err
-			}
-			if err := writeCBOR(buf, p.Val); err != nil {
-				return err
-			}
-		}
-		return nil
-	case cbor.Tag:
-		head(buf, 6, x.Number)
-		return writeCBOR(buf, x.Content)
-	case map[any]any:
-		// Hashable keys of mixed types: write in the deterministic order of
-		// their encodings.
-		type kv struct {
-			k []byte
-			v any
-		}
-		kvs := make([]kv, 0, len(x))
-		for k, v := range x {
-			var kb bytes.Buffer
-			if err := writeCBOR(&kb, k); err != nil {
-				return err
-			}
-			kvs = append(kvs, kv{kb.Bytes(), v})
-		}
-		sort.Slice(kvs, func(i, j int) bool { return bytes.Compare(kvs[i].k, kvs[j].k) < 0 })
-		head(buf, 5, uint64(len(kvs)))
-		for _, e := range kvs {
-			buf.Write(e.k)
-			if err := writeCBOR(buf, e.v); err != nil {
-				return err
-			}
-		}
-		return nil
-	case map[string]any:
-		keys := make([]string, 0, len(x))
-		for k := range x {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		m := &Map{Keys: keys}
-		for _, k := range keys {
-			m.Vals = append(m.Vals, x[k])
-		}
-		return writeCBOR(buf, m)
-	case string:
-		head(buf, 3, uint64(len(x)))
-		buf.WriteString(x)
-		return nil
-	case uint64:
-		head(buf, 0, x)
-		return nil
-	case []byte:
-		head(buf, 2, uint64(len(x)))
-		buf.Write(x)
-		return nil
-	case Number:
-		f, err := numberFloat(x)
-		if err != nil {
-			return err
-		}
-		v = f
-	}
-	b, err := encMode.Marshal(v)
-	if err != nil {
-		return err
-	}
-	buf.Write(b)
-	return nil
-}
-
-// head writes a CBOR initial byte and argument in preferred (shortest) form.
-func head(buf *bytes.Buffer, major byte, n uint64) {
-	m := major << 5
-	switch {
-	case n < 24:
-		buf.WriteByte(m | byte(n))
-	case n <= 0xff:
-		buf.WriteByte(m | 24)
-		buf.WriteByte(byte(n))
-	case n <= 0xffff:
-		buf.WriteByte(m | 25)
-		buf.Write(binary.BigEndian.AppendUint16(nil, uint16(n)))
-	case n <= 0xffffffff:
-		buf.WriteByte(m | 26)
-		buf.Write(binary.BigEndian.AppendUint32(nil, uint32(n)))
-	default:
-		buf.WriteByte(m | 27)
-		buf.Write(binary.BigEndian.AppendUint64(nil, n))
-	}
 }

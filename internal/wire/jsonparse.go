@@ -35,6 +35,29 @@ type jsonParser struct {
 	b []byte
 	i int
 	s string // b as a string, or ""; texts without escapes are then its substrings
+
+	// discard is validation only: every check is made (member names are
+	// still read, to tell duplicates apart), but no value is kept (see
+	// CheckJSON).
+	discard bool
+}
+
+// CheckJSON reports the error DecodeJSON would give for b, without
+// building the value tree.
+func CheckJSON(b []byte) error {
+	p := jsonParser{b: b, discard: true}
+	p.ws()
+	_, err := p.value(0)
+	if err == nil {
+		p.ws()
+		if p.i != len(p.b) {
+			err = fmt.Errorf("invalid character %q after the top-level value at offset %d", p.b[p.i], p.i)
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("%w: JSON: %w", ErrSyntax, err)
+	}
+	return nil
 }
 
 var errJSONEnd = errors.New("unexpected end of input")
@@ -96,12 +119,15 @@ func (p *jsonParser) literal(lit string) error {
 
 func (p *jsonParser) object(depth int) (any, error) {
 	p.i++ // {
-	m := map[string]any{}
 	p.ws()
 	if p.i < len(p.b) && p.b[p.i] == '}' {
 		p.i++
-		return m, nil
+		if p.discard {
+			return nil, nil
+		}
+		return map[string]any{}, nil
 	}
+	m := map[string]any{}
 	for {
 		if p.i >= len(p.b) {
 			return nil, errJSONEnd
@@ -140,6 +166,9 @@ func (p *jsonParser) object(depth int) (any, error) {
 			p.ws()
 		case '}':
 			p.i++
+			if p.discard {
+				return nil, nil
+			}
 			return m, nil
 		default:
 			return nil, p.errorf("invalid character %q after an object member", p.b[p.i])
@@ -160,7 +189,9 @@ func (p *jsonParser) array(depth int) (any, error) {
 		if err != nil {
 			return nil, err
 		}
-		a = appendCapped(a, v, math.MaxUint64) // doubling: at most two slots per element
+		if !p.discard {
+			a = appendCapped(a, v, math.MaxUint64) // doubling: at most two slots per element
+		}
 		p.ws()
 		if p.i >= len(p.b) {
 			return nil, errJSONEnd
@@ -171,6 +202,9 @@ func (p *jsonParser) array(depth int) (any, error) {
 			p.ws()
 		case ']':
 			p.i++
+			if p.discard {
+				return nil, nil
+			}
 			return a, nil
 		default:
 			return nil, p.errorf("invalid character %q after an array element", p.b[p.i])
@@ -188,6 +222,9 @@ func (p *jsonParser) str() (string, error) {
 	}
 	if span == nil {
 		return p.escaped(start)
+	}
+	if p.discard {
+		return "", nil
 	}
 	if p.s != "" {
 		return p.s[start : start+len(span)], nil
@@ -266,7 +303,11 @@ func (p *jsonParser) name() (string, error) {
 			return s, nil
 		}
 	}
-	return p.str()
+	discard := p.discard
+	p.discard = false // a name is read whole, even when checking only: duplicates are told apart by it
+	s, err := p.str()
+	p.discard = discard
+	return s, err
 }
 
 // interned returns the data model's member names without allocating: a
@@ -437,6 +478,9 @@ func (p *jsonParser) number() (any, error) {
 			}
 			return nil, p.errorf("invalid number: no exponent digits")
 		}
+	}
+	if p.discard {
+		return nil, nil
 	}
 	return parseJSONNumber(string(p.b[start:p.i])), nil
 }

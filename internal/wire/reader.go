@@ -38,14 +38,15 @@ type Reader struct {
 	depth int         // the depth passed to the tree decoder for the next value
 	n     int         // open maps and arrays
 	open  [maxOpen]struct {
-		left    uint64 // CBOR: entries left
-		comma   bool   // JSON: a ',' comes before the next entry
-		start   int    // CBOR: the offset of the map's head
-		claimed int    // CBOR: the budget claimed before the map was opened
+		left  uint64 // CBOR: entries left
+		comma bool   // JSON: a ',' comes before the next entry
+		isMap bool   // a map (Key reads it), else an array (More does)
 	}
-	keyEnd  int // JSON: the offset just after the last key, where a duplicate is named
-	err     error
-	notText any // CBOR: the map Key last ended, when it had a key that is not text
+	keyEnd   int // JSON: the offset just after the last key, where a duplicate is named
+	err      error
+	notText  bool     // CBOR: the map Key last ended had a key that is not text
+	restKeys []string // its text keys from that key on
+	recheck  bool     // End decodes the whole input again for its syntax (see Recheck)
 }
 
 // maxOpen bounds the maps and arrays a caller opens with Map and Array
@@ -104,6 +105,15 @@ func (r *Reader) fail(err error) {
 	}
 }
 
+// Recheck tells the Reader that the caller no longer tells duplicate keys
+// apart in the map it is reading (it refuses the input anyway, for a
+// fault of the data model), so End decodes the whole input once more as
+// DecodeJSON or DecodeCBOR does, to find the syntax error that comes
+// before any such fault, if there is one. The input is then read twice,
+// the second time as one tree: within the decoders' own bounds, and only
+// for input that is refused.
+func (r *Reader) Recheck() { r.recheck = true }
+
 // Duplicate fails the Reader for a key the caller has already seen in the
 // map it is reading, as the decoders fail for one.
 func (r *Reader) Duplicate(k string) {
@@ -121,12 +131,12 @@ func (r *Reader) Duplicate(k string) {
 // the input's fault, but still a failure, never a panic.
 var errUse = errors.New("reader: a value read as what it is not")
 
-func (r *Reader) push() bool {
+func (r *Reader) push(isMap bool) bool {
 	if r.n == maxOpen {
 		r.fail(errors.New("reader: maps and arrays opened too deeply"))
 		return false
 	}
-	r.open[r.n].left, r.open[r.n].comma = 0, false
+	r.open[r.n].left, r.open[r.n].comma, r.open[r.n].isMap = 0, false, isMap
 	r.n++
 	return true
 }
@@ -216,7 +226,6 @@ func (r *Reader) Map() {
 		return
 	}
 	if r.cbor {
-		start, claimed := r.c.off, r.c.claimed
 		major, _, arg, err := r.c.head()
 		switch {
 		case err != nil:
@@ -227,9 +236,8 @@ func (r *Reader) Map() {
 			r.fail(errNesting)
 		case !r.c.claim(arg, 2):
 			r.fail(errTruncated)
-		case r.push():
-			top := &r.open[r.n-1]
-			top.left, top.start, top.claimed = arg, start, claimed
+		case r.push(true):
+			r.open[r.n-1].left = arg
 			r.depth++
 		}
 		return
@@ -243,7 +251,7 @@ func (r *Reader) Map() {
 		r.fail(errUse)
 	case r.depth >= MaxDepth:
 		r.fail(errNesting)
-	case r.push():
+	case r.push(true):
 		p.i++
 		r.depth++
 	}
@@ -251,15 +259,15 @@ func (r *Reader) Map() {
 
 // Key reads the next member's key, or the end of the map, when it returns
 // false. In CBOR, a key that is not text ends the map too: the Reader
-// then reads the whole map again from its head as DecodeCBOR does (to
-// find a syntax error in it, a duplicate key among the others say), and
-// NotText returns it.
+// reads the rest of the map whole (keys and values, as DecodeCBOR would),
+// NotText reports it, and End checks the syntax of the whole input once
+// more (Recheck), duplicate keys included.
 func (r *Reader) Key() (string, bool) {
-	r.notText = nil
+	r.notText, r.restKeys = false, nil
 	if r.err != nil {
 		return "", false
 	}
-	if r.n == 0 {
+	if r.n == 0 || !r.open[r.n-1].isMap {
 		r.fail(errUse)
 		return "", false
 	}
@@ -271,16 +279,28 @@ func (r *Reader) Key() (string, bool) {
 			return "", false
 		}
 		if r.c.off < len(r.c.b) && r.c.b[r.c.off]>>5 != 3 {
-			// Not text: from the map's head again, as one value.
+			// Not text: the rest of the map, whole, as mapValue reads it.
+			var rest []string
+			for ; top.left > 0; top.left-- {
+				r.c.claimed--
+				k, err := r.c.value(r.depth) // whole: its text names a member
+				if err == nil {
+					r.c.claimed--
+					r.c.discard = true
+					_, err = r.c.value(r.depth)
+					r.c.discard = false
+				}
+				if err != nil {
+					r.fail(err)
+					return "", false
+				}
+				if s, ok := k.(string); ok {
+					rest = append(rest, s)
+				}
+			}
 			r.n--
 			r.depth--
-			r.c.off, r.c.claimed = top.start, top.claimed
-			v, err := r.c.value(r.depth)
-			if err != nil {
-				r.fail(err)
-				return "", false
-			}
-			r.notText = v
+			r.notText, r.restKeys, r.recheck = true, rest, true
 			return "", false
 		}
 		top.left--
@@ -335,9 +355,10 @@ func (r *Reader) Key() (string, bool) {
 	return name, true
 }
 
-// NotText returns the map that Key last ended, decoded whole, when it had
-// a key that is not text (CBOR only), and whether it had.
-func (r *Reader) NotText() (any, bool) { return r.notText, r.notText != nil }
+// NotText reports whether the map that Key last ended had a key that is
+// not text (CBOR only), and returns that map's text keys from that key on
+// (those before it the caller has read).
+func (r *Reader) NotText() (rest []string, ok bool) { return r.restKeys, r.notText }
 
 // Array opens an array; its elements are read with More and a value each.
 func (r *Reader) Array() {
@@ -355,7 +376,7 @@ func (r *Reader) Array() {
 			r.fail(errNesting)
 		case !r.c.claim(arg, 1):
 			r.fail(errTruncated)
-		case r.push():
+		case r.push(false):
 			r.open[r.n-1].left = arg
 			r.depth++
 		}
@@ -370,7 +391,7 @@ func (r *Reader) Array() {
 		r.fail(errUse)
 	case r.depth >= MaxDepth:
 		r.fail(errNesting)
-	case r.push():
+	case r.push(false):
 		p.i++
 		r.depth++
 	}
@@ -382,7 +403,7 @@ func (r *Reader) More() bool {
 	if r.err != nil {
 		return false
 	}
-	if r.n == 0 {
+	if r.n == 0 || r.open[r.n-1].isMap {
 		r.fail(errUse)
 		return false
 	}
@@ -568,6 +589,28 @@ func (r *Reader) Any() any {
 	return v
 }
 
+// Skip reads the next value as Any does, keeping nothing: for a value the
+// caller drops (past a bound, or in a map it refuses).
+func (r *Reader) Skip() {
+	if r.err != nil {
+		return
+	}
+	var err error
+	if r.cbor {
+		r.c.discard = true
+		_, err = r.c.value(r.depth)
+		r.c.discard = false
+	} else {
+		r.j.ws()
+		r.j.discard = true
+		_, err = r.j.value(r.depth)
+		r.j.discard = false
+	}
+	if err != nil {
+		r.fail(err)
+	}
+}
+
 // End checks that the value is complete and nothing follows it but (in
 // JSON) white space, and reports whether the whole input was read without
 // an error.
@@ -588,6 +631,13 @@ func (r *Reader) End() bool {
 		p.ws()
 		if p.i != len(p.b) {
 			r.fail(fmt.Errorf("invalid character %q after the top-level value at offset %d", p.b[p.i], p.i))
+		}
+	}
+	if r.err == nil && r.recheck {
+		if r.cbor {
+			r.err = CheckCBOR(r.c.b)
+		} else {
+			r.err = CheckJSON(r.j.b)
 		}
 	}
 	return r.err == nil

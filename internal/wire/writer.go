@@ -2,10 +2,13 @@ package wire
 
 import (
 	"encoding/base64"
+
 	"errors"
 	"fmt"
 	"strconv"
 	"unicode/utf8"
+
+	"github.com/fxamacker/cbor/v2"
 )
 
 // Writer appends maps of text keys, texts and non-negative integers in
@@ -128,7 +131,9 @@ func (w *Writer) ByteString(b []byte) {
 func (w *Writer) Any(v any) {
 	var b []byte
 	var err error
-	if w.cbor {
+	if !within(v, MaxDepth) {
+		err = fmt.Errorf("%w of %d (or a value that holds itself)", ErrNesting, MaxDepth)
+	} else if w.cbor {
 		b, err = EncodeCBOR(v)
 	} else {
 		b, err = EncodeJSON(v)
@@ -217,4 +222,60 @@ func (w *Writer) TextBase64URL(b []byte) {
 	w.buf = append(w.buf, '"')
 	w.buf = base64.RawURLEncoding.AppendEncode(w.buf, b)
 	w.buf = append(w.buf, '"')
+}
+
+// within reports whether v nests at most depth arrays, maps and tags: a
+// bound the decoders hold input to, checked before a value is written so
+// that a value holding itself ends in an error, not in a stack overflow.
+func within(v any, depth int) bool {
+	switch x := v.(type) {
+	case map[string]any:
+		if depth == 0 {
+			return false
+		}
+		for _, y := range x {
+			if !within(y, depth-1) {
+				return false
+			}
+		}
+	case map[any]any:
+		if depth == 0 {
+			return false
+		}
+		for k, y := range x {
+			if !within(k, depth-1) || !within(y, depth-1) {
+				return false
+			}
+		}
+	case Pairs:
+		if depth == 0 {
+			return false
+		}
+		for _, p := range x {
+			if !within(p.Key, depth-1) || !within(p.Val, depth-1) {
+				return false
+			}
+		}
+	case *Map:
+		if depth == 0 {
+			return false
+		}
+		for _, y := range x.Vals {
+			if !within(y, depth-1) {
+				return false
+			}
+		}
+	case []any:
+		if depth == 0 {
+			return false
+		}
+		for _, y := range x {
+			if !within(y, depth-1) {
+				return false
+			}
+		}
+	case cbor.Tag:
+		return depth > 0 && within(x.Content, depth-1)
+	}
+	return true
 }
