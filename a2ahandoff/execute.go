@@ -72,10 +72,10 @@ func (x *Executor) Execute(ctx context.Context, rc *a2asrv.RequestContext, q eve
 	switch a.Outcome {
 	case handoff.Rejected:
 		why := "rejected"
-		if a.Result != nil && a.Result.Err != nil {
-			why = "rejected: " + a.Result.Err.Error()
-		} else if a.Result != nil {
-			why = "rejected (" + string(a.Result.Reason) + ")"
+		if a.Err != nil {
+			why = "rejected: " + a.Err.Error()
+		} else if a.Reason != "" {
+			why = "rejected (" + string(a.Reason) + ")"
 		}
 		if rc.StoredTask == nil && a.Iss != "" {
 			x.noteTask(a, rc.TaskID) // the REJECTED task carries the hop

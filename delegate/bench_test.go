@@ -99,7 +99,7 @@ func benchAccept(b *testing.B, s store.Store, n int) {
 			return err
 		}
 		if !a.Take {
-			return fmt.Errorf("offer not taken: %s %s", a.Outcome, a.Result.Reason)
+			return fmt.Errorf("offer not taken: %s %s", a.Outcome, a.Reason)
 		}
 		return nil
 	})
@@ -260,7 +260,7 @@ func benchInterleaved(b *testing.B, s interface {
 			return err
 		}
 		if !a.Take {
-			return fmt.Errorf("offer not taken: %s %s", a.Outcome, a.Result.Reason)
+			return fmt.Errorf("offer not taken: %s %s", a.Outcome, a.Reason)
 		}
 		return nil
 	}

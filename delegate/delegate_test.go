@@ -213,7 +213,7 @@ func TestWrongAudienceStatusNamesItsSigner(t *testing.T) {
 	d := w.delegate(w.freshStore(), func(c *delegate.Config) { c.Options.Me = "tester"; c.Signer = w.signers["tester"] })
 	b, o := w.offer("")
 	a, err := d.Receive(context.Background(), b, "ctx", "planner")
-	if err != nil || a.Outcome != handoff.Rejected || a.Result.Reason != handoff.ReasonWrongAudience {
+	if err != nil || a.Outcome != handoff.Rejected || a.Reason != handoff.ReasonWrongAudience {
 		t.Fatalf("%+v %v", a, err)
 	}
 	_, st, err := handoff.UnsafeDecode(*a.Status)

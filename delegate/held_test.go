@@ -24,6 +24,11 @@ func wantRefusedCanceled(t *testing.T, w *world, s store.Store, a *delegate.Answ
 	if err != nil || a.Take || a.Outcome != handoff.Rejected || statusOf(t, w, a.Status, b).Reason != handoff.ReasonPolicy {
 		t.Fatalf("the offer after its held cancel: %+v, %v; want refused (policy), not taken", a, err)
 	}
+	// The refusal is the answer's; the receiver's verdict stays what the
+	// checks found (accepted), never rewritten.
+	if a.Reason != handoff.ReasonPolicy || a.Err == nil || a.Result.Outcome != handoff.Accepted || a.Result.Err != nil {
+		t.Fatalf("answer %s %q %v over verdict %s %v; want the refusal in the answer only", a.Outcome, a.Reason, a.Err, a.Result.Outcome, a.Result.Err)
+	}
 	r, err := s.Get(context.Background(), o.Iss, o.Hop)
 	if err != nil || !r.Canceled || r.State != store.Rejected {
 		t.Fatalf("record %+v, %v; want rejected and canceled", r, err)

@@ -591,9 +591,9 @@ func TestHeldCancelNeverLost(t *testing.T) {
 		}
 		// Answered as a refusal (hosts send the status and run nothing),
 		// with the record as stored.
-		if a.Outcome != handoff.Rejected || a.Result.Outcome != handoff.Rejected || a.Result.Reason != handoff.ReasonPolicy ||
+		if a.Outcome != handoff.Rejected || a.Reason != handoff.ReasonPolicy || a.Result.Outcome != handoff.Accepted ||
 			a.Record == nil || a.Record.State != store.Failed || !bytes.Equal(a.Record.Status, a.Status.Octets) {
-			t.Fatalf("answer %s (result %s, %s), record %v; want a policy refusal carrying the failed record", a.Outcome, a.Result.Outcome, a.Result.Reason, a.Record != nil && a.Record.State == store.Failed)
+			t.Fatalf("answer %s %s (result %s), record %v; want a policy refusal carrying the failed record, the verdict accepted", a.Outcome, a.Reason, a.Result.Outcome, a.Record != nil && a.Record.State == store.Failed)
 		}
 		st := statusOf(t, w, a.Status, b)
 		if st.State != handoff.StateFailed || len(st.Refs) != 0 {

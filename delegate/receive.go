@@ -13,7 +13,14 @@ import (
 
 // Answer is what became of a received Handoff and what to send back.
 type Answer struct {
+	// Outcome, Reason and Err are the answer's final word: the receiver's
+	// verdict, or the delegate's own refusal of an offer that passed the
+	// checks but that the delegator had canceled before its work could
+	// begin (rejected, policy). Result, the receiver's verdict, is never
+	// rewritten.
 	Outcome handoff.Outcome
+	Reason  handoff.Reason // "" unless rejected or equivocated
+	Err     error          // a *handoff.CheckError for a rejection or an equivocation, else nil
 	Result  *handoff.Result
 	// Status is the signed status to send to the delegator, or nil to send
 	// nothing: an equivocating offer, a retransmission whose sender the
@@ -50,7 +57,10 @@ func (d *Delegate) ReceiveParsed(ctx context.Context, h *handoff.Handoff, parseE
 	if res == nil {
 		return nil, err
 	}
-	a := &Answer{Outcome: res.Outcome, Result: res}
+	a := &Answer{Outcome: res.Outcome, Reason: res.Reason, Result: res}
+	if res.Err != nil {
+		a.Err = res.Err
+	}
 	if res.Offer == nil {
 		// Step 1 failed: nothing verified to answer to.
 		return a, nil
@@ -96,9 +106,8 @@ func (d *Delegate) ReceiveParsed(ctx context.Context, h *handoff.Handoff, parseE
 			if st, err = d.sign(o, dg, handoff.StateRejected, handoff.ReasonPolicy, "canceled by the delegator before the offer arrived", nil); err != nil {
 				return nil, err
 			}
-			a.Outcome = handoff.Rejected
-			res.Outcome, res.Reason = handoff.Rejected, handoff.ReasonPolicy
-			res.Err = &handoff.CheckError{Reason: handoff.ReasonPolicy, Hop: o.Hop, Index: handoff.OfferIndex,
+			a.Outcome, a.Reason = handoff.Rejected, handoff.ReasonPolicy
+			a.Err = &handoff.CheckError{Reason: handoff.ReasonPolicy, Hop: o.Hop, Index: handoff.OfferIndex,
 				Err: errors.New("canceled by the delegator before the offer arrived")}
 		case d.cfg.Defer:
 			state = store.Received
@@ -213,8 +222,8 @@ func (d *Delegate) afterClaim(ctx context.Context, a *Answer, offer handoff.Elem
 		// had canceled it before its work could begin.
 		why := errors.New("canceled by the delegator as the offer was recorded; the work never began")
 		a.Outcome, a.Take, a.Status, a.Record = handoff.Rejected, false, failed, r
-		a.Result.Outcome, a.Result.Reason = handoff.Rejected, handoff.ReasonPolicy
-		a.Result.Err = &handoff.CheckError{Reason: handoff.ReasonPolicy, Hop: r.Hop, Index: handoff.OfferIndex, Err: why}
+		a.Reason = handoff.ReasonPolicy
+		a.Err = &handoff.CheckError{Reason: handoff.ReasonPolicy, Hop: r.Hop, Index: handoff.OfferIndex, Err: why}
 		return a, nil
 	}
 	r, err := d.canceled(ctx, r)

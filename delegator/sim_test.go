@@ -785,7 +785,7 @@ func (s *sim) deliverOffer(m *simMsg) {
 			}
 			s.st.replay++
 		default:
-			s.errf("%s: hop%d rejected with reason %q (%v)", to.name, hp.seq, st.Reason, a.Result.Err)
+			s.errf("%s: hop%d rejected with reason %q (%v)", to.name, hp.seq, st.Reason, a.Err)
 		}
 	case handoff.Equivocation:
 		if !equivocating {

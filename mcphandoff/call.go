@@ -62,8 +62,8 @@ func (s *Server) call(ctx context.Context, next mcp.MethodHandler, method string
 	switch a.Outcome {
 	case handoff.Rejected:
 		why := "handoff rejected"
-		if a.Result.Err != nil {
-			why = fmt.Sprintf("handoff rejected (%s): %v", a.Result.Reason, a.Result.Err)
+		if a.Err != nil {
+			why = fmt.Sprintf("handoff rejected (%s): %v", a.Reason, a.Err)
 		}
 		return toolError(a.Status, "%s", why), nil
 	case handoff.Equivocation:
