@@ -176,105 +176,108 @@ func (d *decoder) extra(extra *map[string]any, k string) {
 	(*extra)[k] = d.r.Any()
 }
 
-// header reads v and type, which every payload begins with.
-func (d *decoder) header(f *fields, i int, k, typ string) {
-	if i == 0 { // v
-		if d.r.Peek() != wire.KindUint {
-			d.r.Any()
-			f.fail(i, malformed("v", "must be the integer 1"))
-		} else if d.r.Uint() != Version {
-			f.fail(i, malformed("v", "must be the integer 1"))
-		}
-		return
-	}
-	t, err := d.text(k)
-	if err == nil && t != typ {
-		err = malformed("type", "is %q, want %q", t, typ)
-	}
-	f.fail(i, err)
-}
-
-// digest reads a Digest: exactly alg and val, val strict base64url of 32
-// octets for sha-256.
-func (d *decoder) digest(dst *Digest) error {
-	if err := d.open("Digest"); err != nil {
-		return err
-	}
+// mapOf reads one map of the data model, the loop every map shares:
+// what names it in the fault of a value that is not a map with text keys;
+// s lists its members (and their places); an unknown member goes to
+// *extra, or, when extra is nil (a closed map), is refused at the place
+// after the last member and skipped (End then rechecks the input's
+// syntax, its keys no longer told apart); member reads the value of the
+// member at place i and returns its fault, if any, and the place to rank
+// it at (its own, or one after the members' for a fault of its content
+// that comes after theirs). It returns the fields it saw, and the map's
+// own fault, if any, which comes before all of theirs. (member takes no
+// pointer to the fields: that would move them to the heap.)
+func (d *decoder) mapOf(what string, s shape, extra *map[string]any, member func(i int, k string) (rank int, err error)) (fields, error) {
 	var f fields
-	var val []byte
+	if err := d.open(what); err != nil {
+		return f, err
+	}
 	for {
 		k, ok := d.r.Key()
 		if !ok {
 			break
 		}
-		i := digestShape.index(k)
-		if i < 0 {
-			// Closed: refused, and not kept to tell duplicates apart (End
-			// rechecks the input's syntax instead).
+		i := s.index(k)
+		switch {
+		case i < 0 && extra != nil:
+			d.extra(extra, k)
+		case i < 0:
 			d.r.Skip()
 			d.r.Recheck()
-			if f.fault == nil || f.rank > 2 {
-				f.fail(2, malformed(k, "not allowed: Digest is closed"))
+			if f.fault == nil || f.rank > len(s) {
+				f.fail(len(s), malformed(k, "not allowed: %s is closed", what))
 			}
-			continue
+		case f.first(&d.r, i, k):
+			f.fail(member(i, k))
 		}
-		if !f.first(&d.r, i, k) {
-			continue
+	}
+	return f, d.closed(what)
+}
+
+// header reads v and type, which every payload begins with.
+func (d *decoder) header(i int, k, typ string) error {
+	if i == 0 { // v
+		if d.r.Peek() != wire.KindUint {
+			d.r.Any()
+			return malformed("v", "must be the integer 1")
+		} else if d.r.Uint() != Version {
+			return malformed("v", "must be the integer 1")
 		}
+		return nil
+	}
+	t, err := d.text(k)
+	if err == nil && t != typ {
+		err = malformed("type", "is %q, want %q", t, typ)
+	}
+	return err
+}
+
+// digest reads a Digest: exactly alg and val, val strict base64url of 32
+// octets for sha-256. Of its faults, a member's type comes first, then an
+// unknown member (it is closed), then val's content.
+func (d *decoder) digest(dst *Digest) error {
+	f, err := d.mapOf("Digest", digestShape, nil, func(i int, k string) (int, error) {
 		if d.r.Peek() != wire.KindText {
-			f.fail(i, d.wrongType(k, "text"))
-			continue
+			return i, d.wrongType(k, "text")
 		}
 		if i == 0 {
 			dst.Alg = d.r.Text()
-		} else {
-			val = d.r.TextBytes()
-			if v, ok := d.sl.b64uDecode(val); ok {
-				dst.Val = v
-			} else {
-				_, err := decodeB64u(string(val))
-				f.fail(3, malformed("val", "%v", err))
-			}
+			return i, nil
 		}
-	}
-	if err := d.closed("Digest"); err != nil {
+		val := d.r.TextBytes()
+		if d.r.Failed() {
+			return i, nil
+		}
+		v, ok := d.sl.b64uDecode(val)
+		if !ok {
+			_, err := decodeB64u(string(val))
+			return len(digestShape) + 1, malformed("val", "%v", err)
+		}
+		dst.Val = v
+		return i, nil
+	})
+	if err != nil {
 		return err
 	}
 	f.missing(digestShape, 1|2)
 	if f.fault == nil && dst.Alg == AlgSHA256 && len(dst.Val) != sha256.Size {
-		f.fail(3, malformed("val", "is %d octets, sha-256 is 32", len(dst.Val)))
+		f.fail(len(digestShape)+1, malformed("val", "is %d octets, sha-256 is 32", len(dst.Val)))
 	}
 	return f.fault
 }
 
 // principal reads the obo member.
 func (d *decoder) principal(p *Principal) error {
-	if err := d.open("Principal"); err != nil {
-		return err
-	}
-	var f fields
-	for {
-		k, ok := d.r.Key()
-		if !ok {
-			break
-		}
-		i := principalShape.index(k)
-		if i < 0 {
-			d.extra(&p.Extra, k)
-			continue
-		}
-		if !f.first(&d.r, i, k) {
-			continue
-		}
+	f, err := d.mapOf("Principal", principalShape, &p.Extra, func(i int, k string) (int, error) {
 		s, err := d.text(k)
-		f.fail(i, err)
 		if i == 0 {
 			p.Sub = s
 		} else {
 			p.Iss = s
 		}
-	}
-	if err := d.closed("Principal"); err != nil {
+		return i, err
+	})
+	if err != nil {
 		return err
 	}
 	f.missing(principalShape, 1)
@@ -283,23 +286,7 @@ func (d *decoder) principal(p *Principal) error {
 
 // ref reads one ContextRef.
 func (d *decoder) ref(ref *ContextRef) error {
-	if err := d.open("ContextRef"); err != nil {
-		return err
-	}
-	var f fields
-	for {
-		k, ok := d.r.Key()
-		if !ok {
-			break
-		}
-		i := refShape.index(k)
-		if i < 0 {
-			d.extra(&ref.Extra, k)
-			continue
-		}
-		if !f.first(&d.r, i, k) {
-			continue
-		}
+	f, err := d.mapOf("ContextRef", refShape, &ref.Extra, func(i int, k string) (int, error) {
 		var err error
 		switch i {
 		case 0:
@@ -314,9 +301,9 @@ func (d *decoder) ref(ref *ContextRef) error {
 		case 3:
 			ref.Proof = d.r.Any()
 		}
-		f.fail(i, err)
-	}
-	if err := d.closed("ContextRef"); err != nil {
+		return i, err
+	})
+	if err != nil {
 		return err
 	}
 	f.missing(refShape, 1|2)
@@ -367,27 +354,11 @@ func (d *decoder) offer() (*Offer, error) {
 	blk := &offerBlock{}
 	o := &blk.o
 	d.sl = &blk.slab
-	if err := d.open("the payload"); err != nil {
-		return nil, err
-	}
-	var f fields
-	for {
-		k, ok := d.r.Key()
-		if !ok {
-			break
-		}
-		i := offerShape.index(k)
-		if i < 0 {
-			d.extra(&o.Extra, k)
-			continue
-		}
-		if !f.first(&d.r, i, k) {
-			continue
-		}
+	f, err := d.mapOf("the payload", offerShape, &o.Extra, func(i int, k string) (int, error) {
 		var err error
 		switch i {
 		case oV, oType:
-			d.header(&f, i, k, "offer")
+			err = d.header(i, k, "offer")
 		case oHop:
 			if o.Hop, err = d.text(k); err == nil && !hopOK(o.Hop) {
 				err = hopFault(o.Hop)
@@ -416,9 +387,9 @@ func (d *decoder) offer() (*Offer, error) {
 		case oRefs:
 			o.Refs, err = d.refs(blk.refs[:])
 		}
-		f.fail(i, err)
-	}
-	if err := d.closed("the payload"); err != nil {
+		return i, err
+	})
+	if err != nil {
 		return nil, err
 	}
 	f.missing(offerShape, 1<<oV|1<<oType|1<<oHop|1<<oDialog|1<<oIss|1<<oAud|1<<oIat|1<<oExp)
@@ -447,27 +418,11 @@ func (d *decoder) status() (*Status, error) {
 	}{}
 	s := &blk.s
 	d.sl = &blk.slab
-	if err := d.open("the payload"); err != nil {
-		return nil, err
-	}
-	var f fields
-	for {
-		k, ok := d.r.Key()
-		if !ok {
-			break
-		}
-		i := statusShape.index(k)
-		if i < 0 {
-			d.extra(&s.Extra, k)
-			continue
-		}
-		if !f.first(&d.r, i, k) {
-			continue
-		}
+	f, err := d.mapOf("the payload", statusShape, &s.Extra, func(i int, k string) (int, error) {
 		var err error
 		switch i {
 		case sV, sType:
-			d.header(&f, i, k, "status")
+			err = d.header(i, k, "status")
 		case sOffer:
 			err = prefixMember(k, d.digest(&s.Offer))
 		case sIss:
@@ -494,9 +449,9 @@ func (d *decoder) status() (*Status, error) {
 		case sRefs:
 			s.Refs, err = d.refs(blk.refs[:])
 		}
-		f.fail(i, err)
-	}
-	if err := d.closed("the payload"); err != nil {
+		return i, err
+	})
+	if err != nil {
 		return nil, err
 	}
 	f.missing(statusShape, 1<<sV|1<<sType|1<<sOffer|1<<sIss|1<<sAud|1<<sIat|1<<sState)
