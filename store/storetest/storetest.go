@@ -14,6 +14,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -126,8 +127,11 @@ func NewRecord(hop string, st store.State, variant int) *store.Record {
 	return r
 }
 
-// DiffRecord lists how got differs from want, field by field; bytes are
-// compared exactly (a nil Status is not an empty one) and times with Equal.
+// DiffRecord lists how got differs from want, field by field, every field
+// of store.Record by reflection (so that a field added to Record is
+// compared without anyone remembering to): byte slices exactly (a nil
+// Status is not an empty one), times with Equal, structs member by member,
+// the rest with ==.
 func DiffRecord(got, want *store.Record) []string {
 	if got == nil || want == nil {
 		if got == want {
@@ -135,52 +139,36 @@ func DiffRecord(got, want *store.Record) []string {
 		}
 		return []string{fmt.Sprintf("record: got %v, want %v", got, want)}
 	}
-	var d []string
-	add := func(field string, g, w any) { d = append(d, fmt.Sprintf("%s: got %v, want %v", field, g, w)) }
-	if got.Iss != want.Iss {
-		add("Iss", got.Iss, want.Iss)
-	}
-	if got.Hop != want.Hop {
-		add("Hop", got.Hop, want.Hop)
-	}
-	if got.Digest.Alg != want.Digest.Alg {
-		add("Digest.Alg", got.Digest.Alg, want.Digest.Alg)
-	}
-	if !bytes.Equal(got.Digest.Val, want.Digest.Val) {
-		add("Digest.Val", fmt.Sprintf("%x", got.Digest.Val), fmt.Sprintf("%x", want.Digest.Val))
-	}
-	if !bytes.Equal(got.Offer, want.Offer) {
-		add("Offer", fmt.Sprintf("%q", got.Offer), fmt.Sprintf("%q", want.Offer))
-	}
-	if got.OfferForm != want.OfferForm {
-		add("OfferForm", got.OfferForm, want.OfferForm)
-	}
-	if got.State != want.State {
-		add("State", got.State, want.State)
-	}
-	if (got.Status == nil) != (want.Status == nil) || !bytes.Equal(got.Status, want.Status) {
-		add("Status", octets(got.Status), octets(want.Status))
-	}
-	if got.StatusForm != want.StatusForm {
-		add("StatusForm", got.StatusForm, want.StatusForm)
-	}
-	if got.Canceled != want.Canceled {
-		add("Canceled", got.Canceled, want.Canceled)
-	}
-	if got.Equivocated != want.Equivocated {
-		add("Equivocated", got.Equivocated, want.Equivocated)
-	}
-	if !got.Received.Equal(want.Received) {
-		add("Received", got.Received, want.Received)
-	}
-	if !got.KeepUntil.Equal(want.KeepUntil) {
-		add("KeepUntil", got.KeepUntil, want.KeepUntil)
-	}
-	if !got.Decided.Equal(want.Decided) {
-		add("Decided", got.Decided, want.Decided)
-	}
-	if !got.Released.Equal(want.Released) {
-		add("Released", got.Released, want.Released)
+	return diffValue("", reflect.ValueOf(*got), reflect.ValueOf(*want), nil)
+}
+
+var timeType = reflect.TypeFor[time.Time]()
+
+// diffValue appends to d how g differs from w, naming fields by path.
+func diffValue(path string, g, w reflect.Value, d []string) []string {
+	switch {
+	case g.Type() == timeType:
+		gt, wt := g.Interface().(time.Time), w.Interface().(time.Time)
+		if !gt.Equal(wt) {
+			d = append(d, fmt.Sprintf("%s: got %v, want %v", path, gt, wt))
+		}
+	case g.Kind() == reflect.Struct:
+		for i := range g.NumField() {
+			name := g.Type().Field(i).Name
+			if path != "" {
+				name = path + "." + name
+			}
+			d = diffValue(name, g.Field(i), w.Field(i), d)
+		}
+	case g.Kind() == reflect.Slice && g.Type().Elem().Kind() == reflect.Uint8:
+		gb, wb := g.Bytes(), w.Bytes()
+		if (gb == nil) != (wb == nil) || !bytes.Equal(gb, wb) {
+			d = append(d, fmt.Sprintf("%s: got %s, want %s", path, octets(gb), octets(wb)))
+		}
+	default:
+		if !g.Equal(w) {
+			d = append(d, fmt.Sprintf("%s: got %v, want %v", path, g.Interface(), w.Interface()))
+		}
 	}
 	return d
 }
