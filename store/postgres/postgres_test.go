@@ -192,71 +192,8 @@ func TestReopenKeepsRecordsAndSince(t *testing.T) {
 // exactly one claim inserts, and every caller gets the winner's record;
 // racing transitions: exactly one wins.
 func TestTwoStoresRaceClaims(t *testing.T) {
-	ctx := t.Context()
 	dsn := freshDSN(t)
-	stores := []*postgres.Store{open(t, dsn), open(t, dsn)}
-	const n = 64
-	for round := range 3 {
-		hop := fmt.Sprintf("shared-%d", round)
-		recs := make([]*store.Record, n)
-		got := make([]*store.Record, n)
-		ins := make([]bool, n)
-		errs := make([]error, n)
-		start := make(chan struct{})
-		var wg sync.WaitGroup
-		for i := range n {
-			recs[i] = storetest.NewRecord(hop, store.Received, i)
-			r := *recs[i]
-			wg.Go(func() {
-				<-start
-				got[i], ins[i], errs[i] = stores[i%2].Claim(ctx, &r)
-			})
-		}
-		close(start)
-		wg.Wait()
-		winner := -1
-		for i := range n {
-			if errs[i] != nil {
-				t.Fatalf("Claim %d: %v", i, errs[i])
-			}
-			if ins[i] {
-				if winner >= 0 {
-					t.Fatalf("round %d: claims %d and %d both inserted", round, winner, i)
-				}
-				winner = i
-			}
-		}
-		if winner < 0 {
-			t.Fatalf("round %d: no claim inserted", round)
-		}
-		for i := range n {
-			if d := storetest.DiffRecord(got[i], recs[winner]); d != nil {
-				t.Errorf("round %d: claim %d got another record than the winner's:\n\t%s", round, i, strings.Join(d, "\n\t"))
-			}
-		}
-
-		moveErrs := make([]error, 16)
-		start = make(chan struct{})
-		for i := range moveErrs {
-			wg.Go(func() {
-				<-start
-				moveErrs[i] = stores[i%2].Transition(ctx, store.Move{Iss: storetest.Iss, Hop: hop, From: store.Received, To: store.Accepted, Status: storetest.Status(fmt.Sprint(i)), Form: handoff.FormJWS, Now: storetest.Base})
-			})
-		}
-		close(start)
-		wg.Wait()
-		wins := 0
-		for i, err := range moveErrs {
-			if err == nil {
-				wins++
-			} else if !errors.Is(err, store.ErrConflict) {
-				t.Errorf("round %d: transition %d = %v; want nil or ErrConflict", round, i, err)
-			}
-		}
-		if wins != 1 {
-			t.Errorf("round %d: %d transitions won; want 1", round, wins)
-		}
-	}
+	storetest.RunTwoHandles(t, func(t *testing.T) store.Store { return open(t, dsn) })
 }
 
 func versions(t *testing.T, s *postgres.Store) []int {
