@@ -30,8 +30,9 @@ import (
 
 // Config configures a Delegate.
 type Config struct {
-	// Receiving checks. Memory and Since are set by the Delegate from
-	// the store; leave them zero.
+	// Receiving checks. Memory and Since are the Delegate's own (from
+	// the store): New refuses a Config that sets either, rather than
+	// silently replacing it.
 	Options handoff.Options
 	Store   store.Store
 	Signer  *handoff.Signer // the delegate's own key, for its statuses
@@ -93,6 +94,9 @@ const maxClaimed = 4096
 func New(ctx context.Context, cfg Config) (*Delegate, error) {
 	if cfg.Store == nil || cfg.Signer == nil {
 		return nil, errors.New("delegate: a store and a signer are required")
+	}
+	if cfg.Options.Memory != nil || !cfg.Options.Since.IsZero() {
+		return nil, errors.New("delegate: Options.Memory and Options.Since come from the store; a Config must not set them")
 	}
 	if cfg.Retention < 0 {
 		return nil, errors.New("delegate: retention must not be negative")

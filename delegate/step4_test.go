@@ -153,3 +153,20 @@ func TestResendOnlyToTheIss(t *testing.T) {
 		}
 	}
 }
+
+// TestConfigMustNotSetMemory: step 4 has one owner, the delegate's store:
+// a Config that brings its own replay memory or Since is refused, not
+// silently overridden.
+func TestConfigMustNotSetMemory(t *testing.T) {
+	w := newWorld(t)
+	for _, mut := range []func(*delegate.Config){
+		func(c *delegate.Config) { c.Options.Memory = handoff.NewMemory(nil) },
+		func(c *delegate.Config) { c.Options.Since = w.clock() },
+	} {
+		cfg := delegate.Config{Options: handoff.Options{Me: "coder", Keys: w.keys, Now: w.clock}, Store: w.freshStore(), Signer: w.signers["coder"]}
+		mut(&cfg)
+		if _, err := delegate.New(context.Background(), cfg); err == nil {
+			t.Error("New took a Config that sets the receiver's memory")
+		}
+	}
+}
