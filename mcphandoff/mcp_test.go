@@ -532,7 +532,17 @@ func TestStatuses(t *testing.T) {
 				{"bad signature (step 1)", func() *handoff.Handoff {
 					h, _ := e.offer(e.dl, tester, "tampered")
 					b := bytes.Clone(h.Offer.Octets)
-					b[len(b)-3] ^= 0x01 // inside the signature, both forms
+					// Inside the signature, both forms; a JWS keeps to the
+					// base64url alphabet (else it is not a JWS at all, and
+					// Handoff.Encode refuses to carry it).
+					switch i := len(b) - 3; {
+					case h.Offer.Form != handoff.FormJWS:
+						b[i] ^= 0x01
+					case b[i] == 'A':
+						b[i] = 'B'
+					default:
+						b[i] = 'A'
+					}
 					return &handoff.Handoff{Offer: handoff.Element{Form: h.Offer.Form, Octets: b}}
 				}, ""},
 				{"policy: dialog of another session (step 5)", func() *handoff.Handoff {
