@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 // TestDecodeNamesFirstFault: the one decoder names one fault per payload,
@@ -176,5 +177,51 @@ func TestEncodeRefusesWhatDoesNotDecode(t *testing.T) {
 		if b, err := (&Handoff{}).Encode(enc); err == nil {
 			t.Errorf("%v: a Handoff with an empty offer element encoded: %q", enc, b)
 		}
+	}
+}
+
+// TestCompactTextIsJWSCompact: the one-pass scan that carried uses agrees
+// with the CDDL's JwsCompact (three non-empty base64url runs between two
+// periods) on every short text over an alphabet that has each case.
+func TestCompactTextIsJWSCompact(t *testing.T) {
+	jwsCompact := func(s []byte) bool { // the CDDL, written plainly
+		parts := bytes.Split(s, []byte("."))
+		if len(parts) != 3 {
+			return false
+		}
+		for _, p := range parts {
+			if len(p) == 0 {
+				return false
+			}
+			for _, c := range p {
+				if !isB64uChar(c) {
+					return false
+				}
+			}
+		}
+		return true
+	}
+	alphabet := []byte("A_.-=é")
+	var walk func(b []byte)
+	walk = func(b []byte) {
+		dots, ok := compactText(b)
+		got := ok && dots == 2 && len(b) > 0 && b[0] != '.' && b[len(b)-1] != '.' && !bytes.Contains(b, dotdot)
+		if got != jwsCompact(b) {
+			t.Fatalf("%q: scan says %v", b, got)
+		}
+		if ok != !bytes.ContainsFunc(b, func(r rune) bool { return r == '=' || r == 'é' || r == utf8.RuneError }) {
+			t.Fatalf("%q: compact %v", b, ok)
+		}
+		if len(b) == 6 {
+			return
+		}
+		for _, c := range alphabet {
+			walk(append(b, c))
+		}
+	}
+	walk(nil)
+	long := bytes.Repeat([]byte("abcdefgh"), 40)
+	if _, ok := compactText(append(bytes.Clone(long), '+')); ok {
+		t.Fatal("a '+' after eight-octet words passed")
 	}
 }
