@@ -40,19 +40,19 @@ func (d *Delegate) Cancel(ctx context.Context, status handoff.Element, iss, hop 
 		if herr != nil {
 			return nil, fmt.Errorf("%w; the cancel is not held: %w", err, herr)
 		}
-		// The offer's claim may have committed since the read above, and
-		// looked for held cancels before this one was held: read again
-		// (see afterClaim), by the hop the claim noted when the caller
-		// knows only the offer's digest. Whichever takes the held cancel
-		// out applies it.
+		// The offer's claim may have committed since the read above,
+		// before this cancel was held (a claim after the hold is refused
+		// for it: store.Store.Claim): read again, by the hop the claim
+		// noted when the caller knows only the offer's digest. Whichever
+		// takes the held cancel out applies it.
 		if h, ok := d.claimedHop(k.key()); ok && (hop == "" || hop == h) {
 			hop = h
 		}
 		if hop == "" {
 			// Not claimed here lately: perhaps by another replica sharing
 			// the store, or before a restart. Looked up after holding, so
-			// that a claim committing meanwhile either finds the held
-			// cancel (Receive looks after its claim) or is found here.
+			// that a claim committing meanwhile either is refused for the
+			// held cancel or is found here.
 			h, lerr := d.cfg.Store.HopOf(ctx, k.iss, k.offer)
 			switch {
 			case lerr == nil:
@@ -69,8 +69,8 @@ func (d *Delegate) Cancel(ctx context.Context, status handoff.Element, iss, hop 
 			return nil, fmt.Errorf("%w; the cancel is held until its offer arrives", err)
 		}
 		if err != nil {
-			// The claim may have committed past afterClaim's look: the
-			// cancel, whose signature verified, stops the work.
+			// The claim may have committed before the hold: the cancel,
+			// whose signature verified, stops the work.
 			if d.cfg.Stop != nil {
 				d.cfg.Stop(iss, hop)
 			}
@@ -133,8 +133,8 @@ func (d *Delegate) Cancel(ctx context.Context, status handoff.Element, iss, hop 
 	if err != nil {
 		return nil, err
 	}
-	// Taken out after the mark: a Receive of the offer that finds it
-	// already taken out reads the mark (afterClaim). One held earlier, or
+	// Taken out after the mark, so that a caller that finds it held
+	// finds the mark too. One held earlier, or
 	// for a copy, is applied here.
 	d.takeHeld(ctx, heldRef{vs.Status.Iss, vs.Status.Offer})
 	return r, nil
@@ -174,10 +174,10 @@ func (d *Delegate) canceled(ctx context.Context, r *store.Record) (*store.Record
 }
 
 // recordClaimed notes the hop of an offer (iss, digest dg) just claimed,
-// before afterClaim looks for a held cancel, so that a Cancel that names
-// no hop (a host that knows only the digest the cancel names) and held
-// its cancel after that look still finds the hop. Bounded: the oldest is
-// forgotten first.
+// so that a Cancel that names no hop (a host that knows only the digest
+// the cancel names), held after the claim, finds the hop without a store
+// read (store.Store.HopOf finds it too). Bounded: the oldest is forgotten
+// first.
 func (d *Delegate) recordClaimed(iss string, dg handoff.Digest, hop string) {
 	k := heldKey(iss, dg)
 	d.mu.Lock()

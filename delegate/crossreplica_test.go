@@ -2,171 +2,144 @@ package delegate_test
 
 import (
 	"context"
+	"errors"
+	"path/filepath"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/quantumlearningmachines/handoff"
 	"github.com/quantumlearningmachines/handoff/delegate"
 	"github.com/quantumlearningmachines/handoff/store"
+	"github.com/quantumlearningmachines/handoff/store/sqlite"
 )
 
-// ordered is a hop store shared by two Delegates (replicas) whose calls
-// wait on hooks, to put a claim and a cancel by digest in one order.
-type ordered struct {
+// paused is a hop store whose Hold can wait on a hook, to put a cancel's
+// hold before or after a claim on another replica.
+type paused struct {
 	store.Store
-	mu        sync.Mutex
-	nHeldFor  int
-	heldFor   func(n int) // after the n-th HeldFor
-	claimed   func()      // after Claim
-	held      func()      // after Hold
-	hopOf     func()      // before HopOf
-	take      func()      // before TakeHeld
-	tookHook  func()      // after TakeHeld
-	onceTaken sync.Once
+	afterHold func() // after Hold returns
 }
 
-func (h *ordered) HeldFor(ctx context.Context, iss string, d handoff.Digest) (*store.Held, error) {
-	r, err := h.Store.HeldFor(ctx, iss, d)
-	h.mu.Lock()
-	h.nHeldFor++
-	n := h.nHeldFor
-	h.mu.Unlock()
-	if h.heldFor != nil {
-		h.heldFor(n)
-	}
-	return r, err
-}
-
-func (h *ordered) Claim(ctx context.Context, r *store.Record) (*store.Record, bool, error) {
-	a, b, err := h.Store.Claim(ctx, r)
-	if h.claimed != nil {
-		h.claimed()
-	}
-	return a, b, err
-}
-
-func (h *ordered) Hold(ctx context.Context, x *store.Held, lim store.HoldLimits) error {
-	err := h.Store.Hold(ctx, x, lim)
-	if h.held != nil {
-		h.held()
+func (p *paused) Hold(ctx context.Context, x *store.Held, lim store.HoldLimits) error {
+	err := p.Store.Hold(ctx, x, lim)
+	if p.afterHold != nil {
+		p.afterHold()
 	}
 	return err
 }
 
-func (h *ordered) HopOf(ctx context.Context, iss string, d handoff.Digest) (string, error) {
-	if h.hopOf != nil {
-		h.hopOf()
+// replicaStores returns two handles on one empty store, for two replicas:
+// one memory store shared, and two handles on one SQLite file.
+func replicaStores(t *testing.T, w *world) map[string][2]store.Store {
+	m := w.freshStore()
+	path := filepath.Join(t.TempDir(), "hops.db")
+	open := func() store.Store {
+		s, err := sqlite.Open(context.Background(), path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		return s
 	}
-	return h.Store.HopOf(ctx, iss, d)
-}
-
-func (h *ordered) TakeHeld(ctx context.Context, iss string, d handoff.Digest, st []byte) (bool, error) {
-	if h.take != nil {
-		h.take()
-	}
-	ok, err := h.Store.TakeHeld(ctx, iss, d, st)
-	if h.tookHook != nil {
-		h.onceTaken.Do(h.tookHook)
-	}
-	return ok, err
+	a := open()
+	a.Forget(context.Background(), w.clock().Add(-60e9))
+	return map[string][2]store.Store{"memory": {m, m}, "sqlite": {a, open()}}
 }
 
 // D9, draft "Lifecycle" (offered -> canceled), decision 66: replica A
 // receives the offer while replica B receives its cancel by digest alone
-// (MCP's notifications/cancelled). B holds the cancel before A's claim
-// commits, finds A's hop by digest, marks it canceled and only then takes
-// the held cancel out. Whichever way A's look and take fall:
-//   - A finds the held cancel but B takes it out first: A reads the mark
-//     and does not hand the work out (recorded "failed", no effect);
-//   - A's second look comes after B took it out: A hands the work out,
-//     but the record is already marked canceled, which every carrier
-//     (and RecordOutcome) reads before it begins the work.
+// (MCP's notifications/cancelled). The claim and the hold are ordered by
+// the store (store.Store.Claim), so whichever comes first the cancel
+// stops the hop and is taken out, and A's fresh claim reads nothing:
+//   - B holds first: A's claim is refused for the held cancel, which A
+//     checks against the offer; the hop is recorded rejected (policy)
+//     and canceled, and its work is never taken;
+//   - A claims first: B, having held the cancel, finds A's hop by digest
+//     and marks it canceled, which every carrier (and RecordOutcome)
+//     reads before it begins the work.
 func TestCrossReplicaCancelAndClaim(t *testing.T) {
-	for _, tc := range []struct {
-		name     string
-		bFirst   bool // B takes the held cancel out before A's second look
-		wantTake bool
-	}{
-		{"A finds the held cancel, B takes it out", false, false},
-		{"B takes it out before A looks again", true, true},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
+	for _, holdFirst := range []bool{true, false} {
+		w := newWorld(t)
+		for name, ss := range replicaStores(t, w) {
+			t.Run(map[bool]string{true: "B holds first", false: "A claims first"}[holdFirst]+"/"+name, func(t *testing.T) {
+				ctx := context.Background()
+				b := &paused{Store: ss[1]}
+				dA, dB := w.delegate(ss[0], nil), w.delegate(b, nil)
+				off, o := w.offer("")
+				var got *delegate.Answer
+				var err error
+				receive := func() { got, err = dA.Receive(ctx, off, "ctx", "planner") }
+				if holdFirst {
+					b.afterHold = receive // A receives between B's hold and B's look for the hop
+				} else {
+					receive()
+				}
+				rec, cerr := dB.Cancel(ctx, cancelStatus(t, w, off), o.Iss, "")
+				if err != nil {
+					t.Fatalf("A's Receive: %v", err)
+				}
+				if cerr != nil || !rec.Canceled {
+					t.Fatalf("B's Cancel: %+v, %v", rec, cerr)
+				}
+				if got.Take == holdFirst {
+					t.Fatalf("A: Take %v (outcome %s %s); want %v", got.Take, got.Outcome, got.Reason, !holdFirst)
+				}
+				if holdFirst && (got.Outcome != handoff.Rejected || got.Reason != handoff.ReasonPolicy) {
+					t.Fatalf("A: %s %s; want rejected policy", got.Outcome, got.Reason)
+				}
+				checkCanceledNotHeld(t, ss[0], off, map[bool]store.State{true: store.Rejected, false: store.Accepted}[holdFirst])
+			})
+		}
+	}
+}
+
+// The same race run freely, many times: whatever the order, the hop ends
+// canceled, no cancel stays held, and a Take is always of a hop recorded
+// canceled (so its work stops, or never begins).
+func TestCrossReplicaCancelAndClaimRace(t *testing.T) {
+	w := newWorld(t)
+	for name, ss := range replicaStores(t, w) {
+		t.Run(name, func(t *testing.T) {
 			ctx := context.Background()
-			w := newWorld(t)
-			s := w.freshStore()
-			a, b := &ordered{Store: s}, &ordered{Store: s}
-			aFirstLook, bHeld, aClaimed, aSecondLook, bTook := make(chan struct{}), make(chan struct{}), make(chan struct{}), make(chan struct{}), make(chan struct{})
-			a.heldFor = func(n int) {
-				switch n {
-				case 1:
-					close(aFirstLook)
-					<-bHeld
-				case 2:
-					close(aSecondLook)
+			dA, dB := w.delegate(ss[0], nil), w.delegate(ss[1], nil)
+			for range 50 {
+				off, o := w.offer("")
+				st := cancelStatus(t, w, off)
+				var got *delegate.Answer
+				var err, cerr error
+				var wg sync.WaitGroup
+				wg.Go(func() { got, err = dA.Receive(ctx, off, "ctx", "planner") })
+				wg.Go(func() { _, cerr = dB.Cancel(ctx, st, o.Iss, "") })
+				wg.Wait()
+				// A Cancel that finds no hop holds the cancel and says so
+				// (store.ErrNotFound): the offer then finds it.
+				if err != nil || cerr != nil && !errors.Is(cerr, store.ErrNotFound) {
+					t.Fatalf("Receive: %v; Cancel: %v", err, cerr)
 				}
-			}
-			a.claimed = func() {
-				close(aClaimed)
-				if tc.bFirst {
-					<-bTook
+				want := store.Rejected
+				if got.Take {
+					want = store.Accepted
 				}
-			}
-			a.take = func() { <-bTook }
-			var once sync.Once
-			b.held = func() { once.Do(func() { close(bHeld) }) }
-			b.hopOf = func() { <-aClaimed }
-			if !tc.bFirst {
-				b.take = func() { <-aSecondLook }
-			}
-			b.tookHook = func() { close(bTook) }
-			dA := w.delegate(a, nil)
-			dB := w.delegate(b, nil)
-			off, o := w.offer("")
-			type res struct {
-				a   *delegate.Answer
-				err error
-			}
-			ra := make(chan res, 1)
-			go func() { x, err := dA.Receive(ctx, off, "ctx", "planner"); ra <- res{x, err} }()
-			<-aFirstLook
-			rb := make(chan error, 1)
-			go func() {
-				rec, err := dB.Cancel(ctx, cancelStatus(t, w, off), o.Iss, "")
-				if err == nil && (rec == nil || !rec.Canceled) {
-					t.Errorf("B's cancel returned %+v", rec)
-				}
-				rb <- err
-			}()
-			var got res
-			select {
-			case got = <-ra:
-			case <-time.After(10 * time.Second):
-				t.Fatal("A's Receive did not return")
-			}
-			if got.err != nil {
-				t.Fatalf("A's Receive: %v", got.err)
-			}
-			if err := <-rb; err != nil {
-				t.Fatalf("B's cancel: %v", err)
-			}
-			if got.a.Take != tc.wantTake {
-				t.Fatalf("A: Take %v (outcome %s); want %v", got.a.Take, got.a.Outcome, tc.wantTake)
-			}
-			rec, err := s.Get(ctx, o.Iss, o.Hop)
-			if err != nil || !rec.Canceled {
-				t.Fatalf("record %+v, %v; want canceled", rec, err)
-			}
-			if !tc.wantTake && rec.State != store.Failed {
-				t.Fatalf("record state %s; want failed (the work never began)", rec.State)
-			}
-			h, err := handoff.ParseHandoff(off, handoff.Limits{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if held, err := s.HeldFor(ctx, o.Iss, h.Offer.Digest()); err == nil && held != nil {
-				t.Fatalf("still held: %+v", held)
+				checkCanceledNotHeld(t, ss[0], off, want)
 			}
 		})
+	}
+}
+
+// checkCanceledNotHeld checks that the hop of the offer b is recorded in
+// state want and canceled, and that no cancel is held for it.
+func checkCanceledNotHeld(t *testing.T, s store.Store, b []byte, want store.State) {
+	t.Helper()
+	h, err := handoff.ParseHandoff(b, handoff.Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	o, _, _ := handoff.UnsafeDecode(h.Offer)
+	rec, err := s.Get(context.Background(), o.Iss, o.Hop)
+	if err != nil || !rec.Canceled || rec.State != want {
+		t.Fatalf("record %+v, %v; want %s and canceled", rec, err, want)
+	}
+	if held, err := s.HeldFor(context.Background(), o.Iss, h.Offer.Digest()); err == nil {
+		t.Fatalf("still held: %+v", held)
 	}
 }

@@ -108,23 +108,6 @@ func (d *Delegate) takeHeld(ctx context.Context, k heldRef) (bool, error) {
 	return d.cfg.Store.TakeHeld(ctx, k.iss, k.offer, nil)
 }
 
-// heldLookFailed answers a claim after which the look for a held cancel
-// failed: whether the delegator canceled the offer is not known. A hop
-// just taken is not handed out (its work must not begin under a cancel
-// that may be held): it stays "accepted", flagged "unknown outcome" for
-// the operator to settle with Finish (failed, NoEffect) or Release. Any
-// other answer goes back with the error.
-func (d *Delegate) heldLookFailed(ctx context.Context, a *Answer, err error) (*Answer, error) {
-	if !a.Take {
-		return a, err
-	}
-	r := a.Record
-	detail := fmt.Sprintf("the hop was recorded accepted, but looking for a cancel held for its offer failed (%v), so its work "+
-		"was not handed out and never began: settle it with Finish (failed, NoEffect) or Release", err)
-	ferr := d.raiseDetached(ctx, store.FlagUnknownOutcome, r.Iss, r.Hop, detail)
-	return nil, errors.Join(store.AtHop(fmt.Errorf("delegate: %s", detail), r.Iss, r.Hop), ferr)
-}
-
 // heldForCopy applies a cancel held for the digest of offer, a
 // same-content copy of the offer the hop is recorded with as r (D5: the
 // same offer): the cancel verifies against the copy's own octets. The

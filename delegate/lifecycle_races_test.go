@@ -488,7 +488,7 @@ func (x *duringClaim) Claim(ctx context.Context, r *store.Record) (*store.Record
 }
 
 // claimDuringCancel is a real store in which a claim runs cancel before
-// writing, and the write lands when that cancel reads the hop a second
+// writing, and the write is tried when that cancel reads the hop a second
 // time (after holding the cancel, having found no record the first time).
 type claimDuringCancel struct {
 	store.Store
@@ -544,9 +544,9 @@ func (x *commitOnSecondGet) Get(ctx context.Context, iss, hop string) (*store.Re
 
 // Lifecycle, offered -> canceled: a cancel that overtook its offer is
 // never lost to a race, a failed claim, or the same offer delivered twice
-// at once. The work is not taken, or (when the cancel was held while the
-// claim committed) its hop is recorded failed with no effect before it
-// was handed out, or it is stopped before it begins.
+// at once. The work is not taken (the cancel was held before the claim,
+// which the store then refuses), or it is stopped before it begins (the
+// claim committed first, and the cancel finds the hop).
 func TestHeldCancelNeverLost(t *testing.T) {
 	ctx := context.Background()
 	wantCanceled := func(t *testing.T, mem store.Store, o *handoff.Offer, state store.State) {
@@ -573,7 +573,7 @@ func TestHeldCancelNeverLost(t *testing.T) {
 		}
 		wantCanceled(t, mem, o, store.Rejected)
 	})
-	t.Run("the cancel is held while the claim commits: failed, no effect, not taken", func(t *testing.T) {
+	t.Run("the cancel is held just before the claim writes: the claim is refused, rejected policy, not taken", func(t *testing.T) {
 		w := newWorld(t)
 		mem := w.freshStore()
 		s := &duringClaim{Store: mem}
@@ -589,17 +589,18 @@ func TestHeldCancelNeverLost(t *testing.T) {
 		if err != nil || a.Take || a.Status == nil {
 			t.Fatalf("Receive: %+v, %v; want not taken, with a status", a, err)
 		}
-		// Answered as a refusal (hosts send the status and run nothing),
-		// with the record as stored.
+		// The store refused the claim for the held cancel (store.Store.Claim),
+		// which verified against the offer: a policy refusal, with the
+		// record as stored; the receiver's verdict stays accepted.
 		if a.Outcome != handoff.Rejected || a.Reason != handoff.ReasonPolicy || a.Result.Outcome != handoff.Accepted ||
-			a.Record == nil || a.Record.State != store.Failed || !bytes.Equal(a.Record.Status, a.Status.Octets) {
-			t.Fatalf("answer %s %s (result %s), record %v; want a policy refusal carrying the failed record, the verdict accepted", a.Outcome, a.Reason, a.Result.Outcome, a.Record != nil && a.Record.State == store.Failed)
+			a.Record == nil || a.Record.State != store.Rejected || !bytes.Equal(a.Record.Status, a.Status.Octets) {
+			t.Fatalf("answer %s %s (result %s), record %+v; want a policy refusal carrying the rejected record, the verdict accepted", a.Outcome, a.Reason, a.Result.Outcome, a.Record)
 		}
 		st := statusOf(t, w, a.Status, b)
-		if st.State != handoff.StateFailed || len(st.Refs) != 0 {
-			t.Fatalf("status %+v; want failed with no refs (no effect)", st)
+		if st.State != handoff.StateRejected || st.Reason != handoff.ReasonPolicy {
+			t.Fatalf("status %+v; want rejected policy", st)
 		}
-		wantCanceled(t, mem, o, store.Failed)
+		wantCanceled(t, mem, o, store.Rejected)
 		if stops != 0 {
 			t.Fatalf("Stop called %d times for work never handed out", stops)
 		}
@@ -607,7 +608,7 @@ func TestHeldCancelNeverLost(t *testing.T) {
 			t.Fatalf("flags %+v, %v; want none (nothing crossed: the work was never handed out)", flags, err)
 		}
 	})
-	t.Run("the claim commits while the cancel is held: the cancel applies it, Stop comes first", func(t *testing.T) {
+	t.Run("the claim writes between the cancel's hold and its read of the hop: refused, rejected policy, never begun", func(t *testing.T) {
 		w := newWorld(t)
 		mem := w.freshStore()
 		s := &claimDuringCancel{Store: mem}
@@ -615,19 +616,23 @@ func TestHeldCancelNeverLost(t *testing.T) {
 		d := w.delegate(s, func(c *delegate.Config) { c.Stop = func(_, hop string) { stopped = append(stopped, hop) } })
 		b, o := w.offer("")
 		s.cancel = func() {
-			r, err := d.Cancel(ctx, cancelStatus(t, w, b), o.Iss, o.Hop)
-			if err != nil || !r.Canceled || r.State != store.Accepted {
-				t.Errorf("Cancel: %+v, %v; want the hop found accepted and canceled", r, err)
+			// The claim's write, after the hold, is refused for it: the
+			// cancel's read of the hop finds nothing, and it stays held.
+			if _, err := d.Cancel(ctx, cancelStatus(t, w, b), o.Iss, o.Hop); !errors.Is(err, store.ErrNotFound) {
+				t.Errorf("Cancel: %v; want held until the offer arrives", err)
+			}
+			if !errors.Is(s.err, store.ErrCancelHeld) {
+				t.Errorf("the claim after the hold: %v; want store.ErrCancelHeld", s.err)
 			}
 		}
 		a, err := d.Receive(ctx, b, "ctx", "planner")
-		if err != nil || !a.Take {
-			t.Fatalf("Receive: %+v, %v; want taken (the cancel applied itself to the record)", a, err)
+		if err != nil || a.Take || a.Outcome != handoff.Rejected || a.Reason != handoff.ReasonPolicy {
+			t.Fatalf("Receive: %+v, %v; want rejected policy, not taken", a, err)
 		}
-		if len(stopped) != 1 || stopped[0] != o.Hop {
-			t.Fatalf("Stop calls %v; want one for the hop, before the work begins", stopped)
+		if len(stopped) != 0 {
+			t.Fatalf("Stop calls %v; want none (the work was never handed out)", stopped)
 		}
-		wantCanceled(t, mem, o, store.Accepted)
+		wantCanceled(t, mem, o, store.Rejected)
 	})
 	t.Run("a cancel naming only the offer, after its claim: it finds the hop and stops the work", func(t *testing.T) {
 		w := newWorld(t)

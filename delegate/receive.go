@@ -92,38 +92,71 @@ func (d *Delegate) ReceiveParsed(ctx context.Context, h *handoff.Handoff, parseE
 		}
 		return d.claim(ctx, a, o, res.Handoff.Offer, dg, store.Rejected, st, authenticated, false)
 	case handoff.Accepted:
-		offer := res.Handoff.Offer
+		return d.take(ctx, a, o, res.Handoff.Offer, dg, authenticated)
+	}
+	return nil, fmt.Errorf("delegate: unexpected outcome %q", res.Outcome)
+}
+
+// take records an offer that passed every check: "accepted" with its
+// signed status (or "received", deciding later), in one write. The store
+// refuses that claim while a cancel is held for the offer
+// (store.ErrCancelHeld), atomically with respect to the cancel's Hold:
+// the cancel then either was held first and is checked here, or finds the
+// record when Cancel reads the hop after holding it. So a fresh offer
+// costs one write and no read, and a cancel that overtook its offer still
+// stops it before its work begins (draft "Lifecycle": offered ->
+// canceled).
+func (d *Delegate) take(ctx context.Context, a *Answer, o *handoff.Offer, offer handoff.Element, dg handoff.Digest, authenticated bool) (*Answer, error) {
+	state, st := store.Accepted, (*handoff.Element)(nil)
+	if d.cfg.Defer {
+		state = store.Received
+	} else {
+		var err error
+		if st, err = d.sign(o, dg, handoff.StateAccepted, "", "", nil); err != nil {
+			return nil, err
+		}
+	}
+	// A held cancel that does not verify against the offer is dropped and
+	// the claim made again; a few rounds at most (a cancel held anew each
+	// time is a flood its holder bounds).
+	for range 3 {
+		a2, err := d.claim(ctx, a, o, offer, dg, state, st, authenticated, false)
+		if err == nil {
+			d.recordClaimed(o.Iss, dg, o.Hop)
+			return a2, nil
+		}
+		if !errors.Is(err, store.ErrCancelHeld) {
+			return a2, err
+		}
 		k, canceled, err := d.heldFor(ctx, o.Iss, offer, dg)
 		if err != nil {
 			return nil, err // not claimed: the offer asked again looks again
 		}
-		state, st := store.Accepted, (*handoff.Element)(nil)
-		switch {
-		case canceled:
-			// The delegator canceled this hop before its offer arrived:
-			// the work is not taken (Lifecycle: offered -> canceled).
-			state = store.Rejected
-			if st, err = d.sign(o, dg, handoff.StateRejected, handoff.ReasonPolicy, "canceled by the delegator before the offer arrived", nil); err != nil {
-				return nil, err
-			}
-			a.Outcome, a.Reason = handoff.Rejected, handoff.ReasonPolicy
-			a.Err = &handoff.CheckError{Reason: handoff.ReasonPolicy, Hop: o.Hop, Index: handoff.OfferIndex,
-				Err: errors.New("canceled by the delegator before the offer arrived")}
-		case d.cfg.Defer:
-			state = store.Received
-		default:
-			if st, err = d.sign(o, dg, handoff.StateAccepted, "", "", nil); err != nil {
-				return nil, err
-			}
+		if canceled {
+			return d.takeCanceled(ctx, a, o, offer, dg, k, authenticated)
 		}
-		a2, err := d.claim(ctx, a, o, offer, dg, state, st, authenticated, canceled)
-		if err != nil {
-			return a2, err // a held cancel stays held: the offer asked again finds it
-		}
-		d.recordClaimed(o.Iss, dg, o.Hop)
-		return d.afterClaim(ctx, a2, offer, dg, k, canceled)
 	}
-	return nil, fmt.Errorf("delegate: unexpected outcome %q", res.Outcome)
+	return nil, store.AtHop(fmt.Errorf("delegate: the offer was not recorded: cancels that do not verify against it keep being held for it (%w)", store.ErrCancelHeld), o.Iss, o.Hop)
+}
+
+// takeCanceled records an offer whose delegator canceled it before it
+// arrived (the held cancel k verified against it): the work is not taken,
+// the hop is recorded "rejected" (reason policy) and canceled, and the
+// held cancel is taken out.
+func (d *Delegate) takeCanceled(ctx context.Context, a *Answer, o *handoff.Offer, offer handoff.Element, dg handoff.Digest, k heldRef, authenticated bool) (*Answer, error) {
+	why := "canceled by the delegator before the offer arrived"
+	st, err := d.sign(o, dg, handoff.StateRejected, handoff.ReasonPolicy, why, nil)
+	if err != nil {
+		return nil, err
+	}
+	a.Outcome, a.Reason = handoff.Rejected, handoff.ReasonPolicy
+	a.Err = &handoff.CheckError{Reason: handoff.ReasonPolicy, Hop: o.Hop, Index: handoff.OfferIndex, Err: errors.New(why)}
+	a2, err := d.claim(ctx, a, o, offer, dg, store.Rejected, st, authenticated, true)
+	if err != nil {
+		return a2, err // a held cancel stays held: the offer asked again finds it
+	}
+	d.recordClaimed(o.Iss, dg, o.Hop)
+	return d.afterClaim(ctx, a2, dg, k)
 }
 
 // claim records the decision on a new hop in one insert-if-absent. If
@@ -142,6 +175,9 @@ func (d *Delegate) claim(ctx context.Context, a *Answer, o *handoff.Offer, offer
 		rec.Decided = now
 	}
 	got, stored, err := d.cfg.Store.Claim(ctx, rec)
+	if errors.Is(err, store.ErrCancelHeld) {
+		return nil, err // nothing written: take looks at the cancel
+	}
 	if err != nil {
 		if got, err = d.claimLost(ctx, rec, err); err != nil {
 			return nil, err
@@ -157,73 +193,22 @@ func (d *Delegate) claim(ctx context.Context, a *Answer, o *handoff.Offer, offer
 	return a, nil
 }
 
-// afterClaim applies a cancel held for the offer just claimed (draft
-// "Lifecycle": offered -> canceled). A claim and a cancel that overtook
-// its offer race: Receive looks for a held cancel before and after its
-// claim, and Cancel, having found no record and held the cancel, reads
-// the hop again; each looks after its own write, so one sees the other,
-// and whichever takes the held cancel out (takeHeld) applies it. k and
-// found are what Receive's first look gave.
-//
-// A hop this call just took (Take) has not begun its work: it is recorded
-// "failed" with no effect and not taken. Any other record (received, or
-// made by another claim of the hop) gets the cancel as Cancel would give
-// it.
-func (d *Delegate) afterClaim(ctx context.Context, a *Answer, offer handoff.Element, dg handoff.Digest, k heldRef, found bool) (*Answer, error) {
-	if !found {
-		var err error
-		if k, found, err = d.heldFor(ctx, a.Iss, offer, dg); err != nil {
-			return d.heldLookFailed(ctx, a, err)
-		}
-		if !found {
-			return a, nil
-		}
-	}
+// afterClaim applies the cancel held under k, which verified against the
+// offer just claimed canceled (takeCanceled), and takes it out. Whichever
+// caller takes it out applies it: a claim of this call's is already
+// recorded canceled; a record another claim made first for the same offer
+// (this offer is its retransmission) is canceled as Cancel would cancel
+// it; a record of another offer (this one is its equivocation) is left
+// alone, since D9 binds a cancel to the offer it names.
+func (d *Delegate) afterClaim(ctx context.Context, a *Answer, dg handoff.Digest, k heldRef) (*Answer, error) {
 	r := a.Record
 	if took, err := d.takeHeld(ctx, k); err == nil && !took {
-		// Cancel took it out, here or on another replica, and applies it:
-		// it marks the hop before it takes the held cancel out, so the
-		// record read now shows the mark. A hop this call just took must
-		// then not begin its work, as if this call had applied it.
-		if !a.Take {
-			return a, nil
-		}
-		now, err := d.cfg.Store.Get(ctx, r.Iss, r.Hop)
-		if err != nil || !now.Canceled || !now.Digest.Equal(dg) {
-			// Not readable: the mark, if made, is there for the host's
-			// own read before the work (the carriers make one).
-			return a, nil
-		}
-		r = now
-		r.Canceled = false // applied below as this call's own
+		return a, nil // another caller took it out, and applies it
 	}
 	// Taken out here, or the take failed and who took it is not known:
 	// the cancel verified against this offer, so it is applied either way
 	// (applied twice, the second finds the hop canceled or terminal).
-	switch {
-	case r.Canceled:
-		return a, nil // recorded with the cancel (this claim's rejection, or one before it)
-	case !r.Digest.Equal(dg):
-		// The hop is recorded with another offer (this one is its
-		// equivocation): the cancel names this one, and D9 binds a cancel
-		// to the offer it names, so it does not apply to that record.
-		return a, nil
-	case a.Take:
-		r.Canceled = true // this record copy, for notBegun's error too
-		if err := d.cfg.Store.MarkCanceled(ctx, r.Iss, r.Hop); err != nil {
-			return nil, d.notBegun(ctx, r, err)
-		}
-		failed, r, err := d.conclude(ctx, r, canceledBeforeWork)
-		if err != nil {
-			return nil, d.notBegun(ctx, r, err)
-		}
-		// Answered as a refusal, so that a host sends the status and
-		// runs nothing: the offer passed its checks, but the delegator
-		// had canceled it before its work could begin.
-		why := errors.New("canceled by the delegator as the offer was recorded; the work never began")
-		a.Outcome, a.Take, a.Status, a.Record = handoff.Rejected, false, failed, r
-		a.Reason = handoff.ReasonPolicy
-		a.Err = &handoff.CheckError{Reason: handoff.ReasonPolicy, Hop: r.Hop, Index: handoff.OfferIndex, Err: why}
+	if r.Canceled || !r.Digest.Equal(dg) {
 		return a, nil
 	}
 	r, err := d.canceled(ctx, r)

@@ -11,7 +11,8 @@ import (
 	"github.com/quantumlearningmachines/handoff/trust"
 )
 
-// countingGets is a hop store that counts its reads of one hop.
+// countingGets is a hop store that counts its reads on the claim path:
+// of a hop, of a cancel held for an offer, of a hop by its offer.
 type countingGets struct {
 	store.Store
 	n atomic.Int32
@@ -22,9 +23,21 @@ func (c *countingGets) Get(ctx context.Context, iss, hop string) (*store.Record,
 	return c.Store.Get(ctx, iss, hop)
 }
 
+func (c *countingGets) HeldFor(ctx context.Context, iss string, dg handoff.Digest) (*store.Held, error) {
+	c.n.Add(1)
+	return c.Store.HeldFor(ctx, iss, dg)
+}
+
+func (c *countingGets) HopOf(ctx context.Context, iss string, dg handoff.Digest) (string, error) {
+	c.n.Add(1)
+	return c.Store.HopOf(ctx, iss, dg)
+}
+
 // Step 4 reads the store only when it saves work (decision 69): an offer
 // with no chain, and no refs for the reference check, is claimed with no
-// read, and its retransmission is answered from one read.
+// read, not even a look for a cancel held for it (the claim itself is
+// refused while one is: store.Store.Claim, decision 76), and its
+// retransmission is answered from one read.
 func TestStep4ReadsOnlyWhenItSavesWork(t *testing.T) {
 	ctx := context.Background()
 	w := newWorld(t)

@@ -50,72 +50,52 @@ func TestStopHookStopsRunningWork(t *testing.T) {
 	e.wantRecord(t, hop.Hop, true, store.Failed, "")
 }
 
-// orderedDeliveries is the real hop store with the two deliveries of one
-// offer put in the order where the losing one applies the held cancel
-// (decision 48): the winner's claim waits for the loser to reach its own
-// claim, commits, and returns only once the delegate's Stop (which the
-// loser's applying the cancel calls) has come, so the winner's work is
-// not yet registered when it is stopped.
-type orderedDeliveries struct {
+// bothAtClaim is the real hop store with the two deliveries of one offer
+// made to reach their claims together: each waits for the other.
+type bothAtClaim struct {
 	store.Store
-	claims          atomic.Int32
-	winnerAtClaim   chan struct{}
-	loserAtClaim    chan struct{}
-	winnerCommitted chan struct{}
-	stopped         chan struct{}
-	stopOnce        sync.Once
+	t       *testing.T
+	arrived sync.WaitGroup
 }
 
-func (o *orderedDeliveries) hold(t *testing.T, c chan struct{}, what string) {
-	select {
-	case <-c:
-	case <-time.After(10 * time.Second):
-		t.Errorf("timed out waiting for %s", what)
+func (b *bothAtClaim) Claim(ctx context.Context, r *store.Record) (*store.Record, bool, error) {
+	if store.CheckedClaim(r) {
+		b.arrived.Done()
+		done := make(chan struct{})
+		go func() { b.arrived.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			b.t.Error("timed out waiting for the other delivery to reach its claim")
+		}
 	}
+	return b.Store.Claim(ctx, r)
 }
 
-// claimer is orderedDeliveries with the test to report to.
-type claimer struct {
-	*orderedDeliveries
-	t *testing.T
-}
-
-func (c claimer) Claim(ctx context.Context, r *store.Record) (*store.Record, bool, error) {
-	o := c.orderedDeliveries
-	switch o.claims.Add(1) {
-	case 1: // the winner
-		close(o.winnerAtClaim)
-		o.hold(c.t, o.loserAtClaim, "the second delivery to reach its claim")
-		got, stored, err := o.Store.Claim(ctx, r)
-		close(o.winnerCommitted)
-		o.hold(c.t, o.stopped, "the delegate to stop the hop's work")
-		return got, stored, err
-	case 2: // the loser
-		close(o.loserAtClaim)
-		o.hold(c.t, o.winnerCommitted, "the first delivery's claim to commit")
-	}
-	return o.Store.Claim(ctx, r)
-}
-
-// A cancel that overtook its offer is held; the offer is delivered twice
-// at once, and the losing delivery applies the held cancel to the hop the
-// winning delivery just took (decision 48). The delegate asks Stop before
-// the winner's work starts: the middleware remembers the stop, the tool
-// never runs, and the hop is recorded "failed" with no effect (the work
-// never began), answered to the winner as a tool error carrying that
-// status. Before the stop hook the winner ran the tool of a canceled hop.
-func TestLosingDeliveryAppliesHeldCancel(t *testing.T) {
-	o := &orderedDeliveries{winnerAtClaim: make(chan struct{}), loserAtClaim: make(chan struct{}),
-		winnerCommitted: make(chan struct{}), stopped: make(chan struct{})}
+// A cancel that overtook its offer is held; the offer is then delivered
+// twice at once. The store refuses both claims for the held cancel
+// (store.Store.Claim), so the tool never runs: the hop is recorded
+// "rejected" (policy) and canceled, and both calls are answered with a
+// tool error carrying that status (the second as a retransmission, to a
+// sender authenticated as the offer's iss).
+func TestHeldCancelStopsBothDeliveries(t *testing.T) {
+	b := &bothAtClaim{t: t}
+	b.arrived.Add(2)
 	e := newEnvWith(t, handoff.FormJWS, handoff.JSON, envOptions{
-		wrap: func(s store.Store) store.Store { o.Store = s; return claimer{o, t} },
-		stop: func(string, string) { o.stopOnce.Do(func() { close(o.stopped) }) },
+		wrap: func(s store.Store) store.Store { b.Store = s; return b },
 	})
 	ctx := context.Background()
 	h, hop := e.offer(e.dl, tester, "delivered twice")
 	v, err := mcphandoff.HandoffValue(h, handoff.JSON)
 	if err != nil {
 		t.Fatal(err)
+	}
+	st, _, err := e.dl.Cancel(ctx, hop.Hop)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.d.Cancel(ctx, st, planner, hop.Hop); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("early cancel: %v; want it held", err)
 	}
 	type res struct {
 		r   *mcp.CallToolResult
@@ -129,39 +109,28 @@ func TestLosingDeliveryAppliesHeldCancel(t *testing.T) {
 		}()
 		return c
 	}
-	winner := deliver()
-	o.hold(t, o.winnerAtClaim, "the first delivery to reach its claim")
-	// The cancel overtakes the offer: not recorded yet, so it is held.
-	st, _, err := e.dl.Cancel(ctx, hop.Hop)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := e.d.Cancel(ctx, st, planner, hop.Hop); !errors.Is(err, store.ErrNotFound) {
-		t.Fatalf("early cancel: %v; want it held", err)
-	}
-	loser := deliver()
-	w, l := wait(t, winner, "the winning delivery"), wait(t, loser, "the losing delivery")
-	if w.err != nil || l.err != nil {
-		t.Fatalf("deliveries: %v, %v", w.err, l.err)
-	}
+	first, second := deliver(), deliver()
+	replies := []res{wait(t, first, "the first delivery"), wait(t, second, "the second delivery")}
 	e.srv.Wait()
 	if n := e.runs.Load(); n != 0 {
-		t.Fatalf("the tool ran %d times for a hop canceled before its work began", n)
+		t.Fatalf("the tool ran %d times for a hop canceled before its offer arrived", n)
 	}
-	e.wantRecord(t, hop.Hop, true, store.Failed, "")
-	if !w.r.IsError || !strings.Contains(textOf(w.r), "before its work began") {
-		t.Fatalf("winner's reply %q (isError %v); want the tool error saying the work never began", textOf(w.r), w.r.IsError)
-	}
-	sv, ok := w.r.Meta[mcphandoff.Key]
-	if !ok {
-		t.Fatal("the winner's reply carries no status")
-	}
-	sel, _, err := mcphandoff.StatusFrom(map[string]any{mcphandoff.Key: sv})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, s, _ := handoff.UnsafeDecode(sel); s == nil || s.State != handoff.StateFailed || len(s.Refs) != 0 {
-		t.Fatalf("winner's status %+v; want failed with no refs (no effect)", s)
+	e.wantRecord(t, hop.Hop, true, store.Rejected, "")
+	for i, x := range replies {
+		if x.err != nil || !x.r.IsError {
+			t.Fatalf("delivery %d: %+v, %v; want a tool error", i, x.r, x.err)
+		}
+		sv, ok := x.r.Meta[mcphandoff.Key]
+		if !ok {
+			t.Fatalf("delivery %d: the reply carries no status", i)
+		}
+		sel, _, err := mcphandoff.StatusFrom(map[string]any{mcphandoff.Key: sv})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, s, _ := handoff.UnsafeDecode(sel); s == nil || s.State != handoff.StateRejected || s.Reason != handoff.ReasonPolicy {
+			t.Fatalf("delivery %d: status %+v; want rejected policy", i, s)
+		}
 	}
 }
 

@@ -70,6 +70,9 @@ func (m *Memory) Claim(_ context.Context, r *Record) (*Record, bool, error) {
 	if old, ok := m.hops[k]; ok {
 		return clone(old), false, nil
 	}
+	if _, held := m.held[heldKey(r.Iss, r.Digest)]; held && CheckedClaim(r) {
+		return nil, false, AtHop(ErrCancelHeld, r.Iss, r.Hop)
+	}
 	m.hops[k] = clone(r)
 	return clone(r), true, nil
 }

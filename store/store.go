@@ -161,7 +161,19 @@ var (
 	ErrConflict = errors.New("store: hop is not in the expected state")
 	// ErrClosed: the store was closed.
 	ErrClosed = errors.New("store: closed")
+	// ErrCancelHeld: Claim wrote nothing because a cancel is held for the
+	// offer of a hop that would otherwise begin (see Store.Claim): the
+	// caller checks the held cancel against the offer (HeldFor) and
+	// claims the hop canceled, or drops the cancel and claims again.
+	ErrCancelHeld = errors.New("store: a cancel is held for this offer")
 )
+
+// CheckedClaim reports whether Claim looks for a cancel held for r's
+// offer: r is a hop that could begin work (received or accepted) and not
+// already recorded canceled.
+func CheckedClaim(r *Record) bool {
+	return (r.State == Received || r.State == Accepted) && !r.Canceled
+}
 
 // HopError is an error about one hop: Err (ErrNotFound, ErrConflict, or
 // what the database said) and the hop it is about. errors.Is finds Err;
@@ -195,6 +207,16 @@ type Store interface {
 	// was there) and whether this call stored it. r.State must be
 	// Received, Accepted or Rejected (a rejection is recorded with the
 	// status it sends).
+	//
+	// A claim that could lead to work (r.State Received or Accepted, and
+	// r.Canceled false) is refused with ErrCancelHeld, writing nothing,
+	// when no record exists but a cancel is held for its offer
+	// (HeldFor(r.Iss, r.Digest) would find it). That look and the insert
+	// are one step with respect to Hold, also across processes sharing
+	// the store: of a Claim and a Hold for one offer, either the claim
+	// sees the cancel, or the claim's record is stored before Hold
+	// returns (so the holder, reading the hop after holding, finds it).
+	// So a fresh claim costs one write and no read.
 	Claim(ctx context.Context, r *Record) (*Record, bool, error)
 
 	// Get returns the record of a hop, or ErrNotFound.

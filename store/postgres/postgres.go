@@ -37,6 +37,15 @@ var dialect = sqlhop.Dialect{
 	ByteOrder:      ` COLLATE "C"`,
 	// Two replicas issuing for the same work at once: one waits.
 	LockWork: `SELECT pg_advisory_xact_lock(hashtext($1))`,
+	// A claim that could begin work shares the lock that Hold takes
+	// exclusively (under LockWork's name for it): claims never wait for
+	// each other, and a Hold and a claim for one offer are ordered.
+	ShareHeld: `SELECT pg_advisory_xact_lock_shared(hashtext($1))`,
+	// A lone checked claim takes that lock and inserts in one round trip:
+	// the function (migration 9) runs its statements in order, each seeing
+	// what committed before it began, so the insert sees any Hold that
+	// committed before the lock was granted.
+	ClaimChecked: `SELECT handoff_claim($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)`,
 	Migrations: []string{`
 CREATE TABLE meta (k TEXT PRIMARY KEY, v TEXT NOT NULL);
 CREATE TABLE hops (
@@ -143,7 +152,25 @@ CREATE UNIQUE INDEX flags_open_dedupe ON flags (kind, iss, hop, dedupe) WHERE re
 		// planner without statistics (SQLite never analyzes here) prefers
 		// it to the primary key's, which would scan all of one iss's copies.
 		`CREATE INDEX hops_digest ON hops (digest);
-CREATE INDEX copies_digest ON copies (digest, digest_alg, iss, hop)`},
+CREATE INDEX copies_digest ON copies (digest, digest_alg, iss, hop)`,
+		// 9: the claim of a hop that could begin work, refused while a
+		// cancel is held for its offer (store.Store.Claim), in one round
+		// trip: the shared lock that Hold takes exclusively, then the
+		// insert-if-absent unless held; it returns the rows inserted. (The
+		// migration runner splits on a semicolon ending a line: none does
+		// inside the body.)
+		`CREATE FUNCTION handoff_claim(p_iss TEXT, p_hop TEXT, p_digest_alg TEXT, p_digest BYTEA, p_offer BYTEA,
+  p_offer_form INTEGER, p_state TEXT, p_status BYTEA, p_status_form INTEGER, p_canceled INTEGER, p_equivocated INTEGER,
+  p_received BIGINT, p_keep_until BIGINT, p_decided BIGINT, p_lock TEXT) RETURNS INTEGER
+LANGUAGE plpgsql VOLATILE AS $$
+DECLARE n INTEGER; BEGIN
+  PERFORM pg_advisory_xact_lock_shared(hashtext(p_lock)); INSERT INTO hops (iss, hop, digest_alg, digest, offer, offer_form, state, status,
+    status_form, canceled, equivocated, received, keep_until, decided)
+  SELECT p_iss, p_hop, p_digest_alg, p_digest, p_offer, p_offer_form, p_state, p_status, p_status_form, p_canceled,
+    p_equivocated, p_received, p_keep_until, p_decided
+  WHERE NOT EXISTS (SELECT 1 FROM held_cancels WHERE iss = p_iss AND offer_alg = p_digest_alg AND offer = p_digest)
+  ON CONFLICT (iss, hop) DO NOTHING; GET DIAGNOSTICS n = ROW_COUNT; RETURN n; END
+$$`},
 }
 
 // Open connects to the database named by dsn (a libpq connection string

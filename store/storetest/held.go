@@ -33,6 +33,102 @@ var heldTests = []struct {
 	{"ConcurrentTakeHeldOneWinner", testConcurrentTakeHeld},
 	{"ConcurrentHoldKeepsQuota", testConcurrentHold},
 	{"HeldClosedIsErrClosed", testHeldClosed},
+	{"ClaimRefusedWhileCancelHeld", testClaimRefusedWhileHeld},
+	{"ClaimAndHoldAreOrdered", func(t *testing.T, s store.Store) { ClaimHoldRace(t, s, s) }},
+}
+
+// Store.Claim: a claim that could begin work is refused while a cancel
+// is held for its offer, writing nothing; a claim recorded canceled, or a
+// rejection, is not; an existing record is returned as ever.
+func testClaimRefusedWhileHeld(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	mustHold(t, s, newHeld(Iss, "h", 0), heldLim)
+	for _, st := range []store.State{store.Received, store.Accepted} {
+		_, stored, err := s.Claim(ctx, NewRecord("h", st, 0))
+		if !errors.Is(err, store.ErrCancelHeld) || stored {
+			t.Fatalf("Claim %s with a cancel held = %v, %v; want ErrCancelHeld", st, stored, err)
+		}
+		var he *store.HopError
+		if !errors.As(err, &he) || he.Hop != "h" {
+			t.Fatalf("Claim error %v does not name the hop", err)
+		}
+	}
+	if _, err := s.Get(ctx, Iss, "h"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("Get after refused claims = %v; want ErrNotFound", err)
+	}
+	if _, stored, err := s.Claim(ctx, NewRecord("h", store.Accepted, 1)); err != nil || !stored {
+		t.Fatalf("Claim of another offer for the hop = %v, %v; want stored (the cancel names the first)", stored, err)
+	}
+	mustHold(t, s, newHeld(Iss, "c", 0), heldLim)
+	r := NewRecord("c", store.Rejected, 0)
+	r.Canceled = true
+	if _, stored, err := s.Claim(ctx, r); err != nil || !stored {
+		t.Fatalf("Claim canceled with a cancel held = %v, %v; want stored", stored, err)
+	}
+	if got, stored, err := s.Claim(ctx, NewRecord("c", store.Accepted, 0)); err != nil || stored || got.State != store.Rejected {
+		t.Fatalf("Claim of a recorded hop with a cancel held = %+v, %v, %v; want the record", got, stored, err)
+	}
+	mustHold(t, s, newHeld(Iss, "r", 0), heldLim)
+	if _, stored, err := s.Claim(ctx, NewRecord("r", store.Rejected, 0)); err != nil || !stored {
+		t.Fatalf("Claim rejected with a cancel held = %v, %v; want stored", stored, err)
+	}
+	if !take(t, s, newHeld(Iss, "h", 0), nil) {
+		t.Fatal("the held cancel is gone")
+	}
+	if _, stored, err := s.Claim(ctx, NewRecord("h2", store.Accepted, 0)); err != nil || !stored {
+		t.Fatalf("Claim once taken out = %v, %v; want stored", stored, err)
+	}
+}
+
+// ClaimHoldRace races, for many offers, a claim on claimer with a hold of
+// a cancel for the same offer on holder followed by a read of the hop
+// there (a delegate's Cancel): the two must be ordered (Store.Claim).
+// Either the claim is refused and nothing is written, or it is stored and
+// the read after the hold finds it; never a claim stored that the holder
+// does not see, which would leave work running under a held cancel.
+// claimer and holder may be one store or two handles on one database.
+func ClaimHoldRace(t *testing.T, claimer, holder store.Store) {
+	ctx := t.Context()
+	refused, stored := 0, 0
+	for i := range 64 {
+		hop := fmt.Sprintf("race-%d", i)
+		var cerr, herr, gerr error
+		var ok bool
+		start := make(chan struct{})
+		var wg sync.WaitGroup
+		wg.Go(func() { <-start; _, ok, cerr = claimer.Claim(ctx, NewRecord(hop, store.Accepted, 0)) })
+		wg.Go(func() {
+			<-start
+			if herr = holder.Hold(ctx, newHeld(Iss, hop, 0), heldLim); herr == nil {
+				_, gerr = holder.Get(ctx, Iss, hop)
+			}
+		})
+		close(start)
+		wg.Wait()
+		if herr != nil {
+			t.Fatalf("%s: Hold: %v", hop, herr)
+		}
+		switch {
+		case errors.Is(cerr, store.ErrCancelHeld):
+			refused++
+			if !errors.Is(gerr, store.ErrNotFound) {
+				t.Fatalf("%s: the claim was refused, yet the read after the hold = %v", hop, gerr)
+			}
+		case cerr != nil:
+			t.Fatalf("%s: Claim: %v", hop, cerr)
+		case !ok:
+			t.Fatalf("%s: a first claim was not stored", hop)
+		default:
+			stored++
+			if gerr != nil {
+				t.Fatalf("%s: the claim was stored, yet the read after the hold = %v: work would run under a held cancel", hop, gerr)
+			}
+		}
+		if !take(t, holder, newHeld(Iss, hop, 0), nil) {
+			t.Fatalf("%s: the held cancel is gone", hop)
+		}
+	}
+	t.Logf("%d claims refused, %d stored before the hold", refused, stored)
 }
 
 var heldLim = store.HoldLimits{Total: 100, PerIss: 50}

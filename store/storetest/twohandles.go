@@ -16,7 +16,8 @@ import (
 // twice and must return two handles on the same, empty database. For each
 // of three hops 64 claims race across the two: exactly one inserts, and
 // every caller gets the winner's record; then 16 transitions of it race:
-// exactly one wins, the others get ErrConflict.
+// exactly one wins, the others get ErrConflict. Then claims on one handle
+// race holds of their cancels on the other (ClaimHoldRace).
 func RunTwoHandles(t *testing.T, open func(t *testing.T) store.Store) {
 	ctx := t.Context()
 	stores := []store.Store{open(t), open(t)}
@@ -82,4 +83,5 @@ func RunTwoHandles(t *testing.T, open func(t *testing.T) store.Store) {
 			t.Errorf("round %d: %d transitions won; want 1", round, wins)
 		}
 	}
+	ClaimHoldRace(t, stores[0], stores[1])
 }

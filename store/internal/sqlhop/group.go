@@ -2,6 +2,8 @@ package sqlhop
 
 import (
 	"context"
+	"database/sql"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -134,15 +136,26 @@ func (s *DB) claimBatch(batch []claimReq, results []claimRes) (committing bool, 
 		return false, err
 	}
 	defer tx.Rollback()
+	held, err := s.batchHeld(ctx, tx, batch)
+	if err != nil {
+		return false, err
+	}
 	first := make(map[hopKey]int, len(batch))
 	ins := make([]int, 0, len(batch))
-	var rest []int
+	var rest, refused []int
 	for i, req := range batch {
 		if err := req.ctx.Err(); err != nil {
 			results[i].err = store.AtHop(fmt.Errorf("store: claim: %w", err), req.r.Iss, req.r.Hop) // given up: not written
 			continue
 		}
 		k := hopKey{req.r.Iss, req.r.Hop}
+		if held(req.r) {
+			// Not inserted (store.Store.Claim); answered below with the
+			// record, if there is one, or ErrCancelHeld. A later claim
+			// of the pair in the batch is judged on its own.
+			refused = append(refused, i)
+			continue
+		}
 		if _, dup := first[k]; dup {
 			rest = append(rest, i)
 			continue
@@ -199,7 +212,62 @@ func (s *DB) claimBatch(batch []claimReq, results []claimRes) (committing bool, 
 		}
 		results[i] = claimRes{rec: old}
 	}
+	for _, i := range refused {
+		r := batch[i].r
+		old, err := scanHop(tx.QueryRowContext(ctx, s.q.get, r.Iss, r.Hop))
+		switch {
+		case err == nil:
+			results[i] = claimRes{rec: old}
+		case errors.Is(err, store.ErrNotFound):
+			results[i] = claimRes{err: store.AtHop(store.ErrCancelHeld, r.Iss, r.Hop)}
+		default:
+			return false, err
+		}
+	}
 	return true, tx.Commit()
+}
+
+// batchHeld looks, inside a batch's transaction, for the cancels held for
+// the offers of its checked claims (store.CheckedClaim), and returns
+// which claims one is held for. The held cancels are few and seldom any,
+// so one read says whether there are; only then is each offer looked up.
+// Where the dialect shares the held-cancel lock, it is taken first, so a
+// Hold commits either before these reads or after this commit.
+func (s *DB) batchHeld(ctx context.Context, tx *sql.Tx, batch []claimReq) (func(*store.Record) bool, error) {
+	none := func(*store.Record) bool { return false }
+	if !slices.ContainsFunc(batch, func(q claimReq) bool { return store.CheckedClaim(q.r) }) {
+		return none, nil
+	}
+	if s.d.ShareHeld != "" {
+		if _, err := tx.ExecContext(ctx, s.d.ShareHeld, heldLockName); err != nil {
+			return nil, err
+		}
+	}
+	var one int
+	switch err := tx.QueryRowContext(ctx, s.q.anyHeld).Scan(&one); {
+	case errors.Is(err, sql.ErrNoRows):
+		return none, nil
+	case err != nil:
+		return nil, err
+	}
+	found := map[*store.Record]bool{}
+	for _, q := range batch {
+		r := q.r
+		if !store.CheckedClaim(r) {
+			continue
+		}
+		var status []byte
+		var form int
+		var arrived, keep int64
+		err := tx.QueryRowContext(ctx, s.q.heldFor, r.Iss, r.Digest.Alg, r.Digest.Val).Scan(&status, &form, &arrived, &keep)
+		switch {
+		case err == nil:
+			found[r] = true
+		case !errors.Is(err, sql.ErrNoRows):
+			return nil, err
+		}
+	}
+	return func(r *store.Record) bool { return found[r] }, nil
 }
 
 // multiClaim returns the insert-if-absent of n records in one statement,

@@ -139,8 +139,7 @@ func (s *DB) HeldFor(ctx context.Context, iss string, offer handoff.Digest) (*st
 	h := store.Held{Iss: iss, Offer: handoff.Digest{Alg: offer.Alg, Val: append([]byte(nil), offer.Val...)}}
 	var form int
 	var arrived, keep int64
-	err := s.db.QueryRowContext(ctx, s.d.bind(`SELECT status, status_form, arrived, keep_until FROM held_cancels
-		WHERE iss = ? AND offer_alg = ? AND offer = ?`), iss, offer.Alg, offer.Val).Scan(&h.Status, &form, &arrived, &keep)
+	err := s.db.QueryRowContext(ctx, s.q.heldFor, iss, offer.Alg, offer.Val).Scan(&h.Status, &form, &arrived, &keep)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, store.HeldError(store.ErrNotFound, iss, offer)
 	}

@@ -34,34 +34,80 @@ func (s *DB) Claim(ctx context.Context, r *store.Record) (*store.Record, bool, e
 }
 
 // claimOne inserts the record if absent, in one autocommit statement
-// (prepared once: SQLite parses a statement anew for every unprepared
-// Exec), and returns the record now stored. A busy database is waited
-// out within ctx (retryBusy): a refused insert wrote nothing.
+// (a short transaction where the dialect shares the held-cancel lock),
+// and returns the record now stored. A busy database is waited out
+// within ctx (retryBusy): a refused insert wrote nothing.
 func (s *DB) claimOne(ctx context.Context, r *store.Record) (*store.Record, bool, error) {
-	var res sql.Result
-	err := retryBusy(ctx, s.d, func() (err error) {
-		res, err = s.claim.ExecContext(ctx, claimArgs(r)...)
-		return err
-	})
-	if err != nil {
-		return nil, false, store.AtHop(fmt.Errorf("store: claim: %w", err), r.Iss, r.Hop)
+	checked := store.CheckedClaim(r)
+	// Twice at most: a row that was not inserted is read, and may be gone
+	// by then (swept, or a held cancel taken out); the second try finds
+	// what is there now.
+	for range 2 {
+		var inserted bool
+		err := retryBusy(ctx, s.d, func() (err error) {
+			inserted, err = s.insertClaim(ctx, r, checked)
+			return err
+		})
+		if err != nil {
+			return nil, false, store.AtHop(fmt.Errorf("store: claim: %w", err), r.Iss, r.Hop)
+		}
+		if inserted {
+			c := *r
+			return &c, true, nil
+		}
+		old, err := scanHop(s.db.QueryRowContext(ctx, s.q.get, r.Iss, r.Hop))
+		if err == nil {
+			return old, false, nil
+		}
+		if !errors.Is(err, store.ErrNotFound) {
+			return nil, false, store.AtHop(fmt.Errorf("store: claim: %w", err), r.Iss, r.Hop)
+		}
+		if checked {
+			// No record: the insert was refused for a held cancel, unless
+			// it went since.
+			if _, err := s.HeldFor(ctx, r.Iss, r.Digest); err == nil {
+				return nil, false, store.AtHop(store.ErrCancelHeld, r.Iss, r.Hop)
+			} else if !errors.Is(err, store.ErrNotFound) {
+				return nil, false, store.AtHop(fmt.Errorf("store: claim: %w", err), r.Iss, r.Hop)
+			}
+		}
 	}
-	if n, err := res.RowsAffected(); err != nil {
-		return nil, false, store.AtHop(fmt.Errorf("store: claim: %w", err), r.Iss, r.Hop)
-	} else if n == 1 {
-		c := *r
-		return &c, true, nil
+	// Swept between the insert and the read: the pair was past its keep
+	// time; report the conflict rather than guess.
+	return nil, false, store.AtHop(errors.New("store: claim: the existing record vanished; retry"), r.Iss, r.Hop)
+}
+
+// insertClaim runs the insert-if-absent of r and reports whether it
+// inserted the row: checked, it inserts nothing while a cancel is held
+// for r's offer (store.Store.Claim).
+func (s *DB) insertClaim(ctx context.Context, r *store.Record, checked bool) (bool, error) {
+	var n int64
+	switch {
+	case !checked:
+		res, err := s.claim.ExecContext(ctx, claimArgs(r)...)
+		if err != nil {
+			return false, err
+		}
+		n, err = res.RowsAffected()
+		if err != nil {
+			return false, err
+		}
+	case s.d.ClaimChecked != "":
+		// One query that takes the held-cancel lock and inserts.
+		if err := s.claimChecked.QueryRowContext(ctx, append(claimArgs(r), heldLockName)...).Scan(&n); err != nil {
+			return false, err
+		}
+	default:
+		res, err := s.claimChecked.ExecContext(ctx, append(claimArgs(r), r.Iss, r.Digest.Alg, r.Digest.Val)...)
+		if err != nil {
+			return false, err
+		}
+		n, err = res.RowsAffected()
+		if err != nil {
+			return false, err
+		}
 	}
-	old, err := scanHop(s.db.QueryRowContext(ctx, s.q.get, r.Iss, r.Hop))
-	if errors.Is(err, store.ErrNotFound) {
-		// Swept between the insert and the read: the pair was past its
-		// keep time; report the conflict rather than guess.
-		return nil, false, store.AtHop(errors.New("store: claim: the existing record vanished; retry"), r.Iss, r.Hop)
-	}
-	if err != nil {
-		return nil, false, store.AtHop(fmt.Errorf("store: claim: %w", err), r.Iss, r.Hop)
-	}
-	return old, false, nil
+	return n == 1, nil
 }
 
 // claimArgs are the values of hopCols for r.

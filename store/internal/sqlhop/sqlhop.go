@@ -42,6 +42,20 @@ type Dialect struct {
 	// fsync. A claim
 	// still returns only after its own commit, with its own answer.
 	GroupCommit bool
+	// ShareHeld, when set, runs first in a group commit's transaction
+	// that claims a hop which could begin work, with heldLockName (and
+	// ClaimChecked takes it for a lone claim): a shared lock that
+	// Hold takes exclusively (LockWork), so a claim's look for a held
+	// cancel and its insert are one step with respect to Hold (PostgreSQL:
+	// under READ COMMITTED a statement sees only what committed before it
+	// began). SQLite's writes are already serialized.
+	ShareHeld string
+	// ClaimChecked, when set, is a query for a lone claim refused while a
+	// cancel is held for its offer, taking ShareHeld's lock itself: it
+	// takes the hopCols' values, then heldLockName, and returns the count
+	// of rows inserted. Unset, the claim is one INSERT ... SELECT ...
+	// WHERE NOT EXISTS, which writes under SQLite's one write lock.
+	ClaimChecked string
 }
 
 // DB is a store.Store over database/sql.
@@ -52,7 +66,11 @@ type DB struct {
 	cq     copyQ // copies.go
 	closed atomic.Bool
 
-	claim *sql.Stmt // the single insert-if-absent
+	// The single insert-if-absent, prepared once (SQLite parses a
+	// statement anew for every unprepared Exec): claim as it is, and
+	// claimChecked unless a cancel is held for the offer
+	// (store.CheckedClaim).
+	claim, claimChecked *sql.Stmt
 	// GroupCommit: the claims waiting for the commit in progress, and
 	// whether one is in progress (a leader is writing).
 	gmu     sync.Mutex
@@ -71,7 +89,7 @@ func (s *DB) open() error {
 }
 
 type queries struct {
-	claim, get, hops, transition, transitionKeep, transitionIf, transitionKeepIf, cancel, release, pruneFlags, equivocated, raise, flags, flagsAll, resolve, sweepEnd, sweep, sweepLast, getSince, forget, setSince, getForUpdate string
+	claim, claimChecked, anyHeld, heldFor, get, hops, transition, transitionKeep, transitionIf, transitionKeepIf, cancel, release, pruneFlags, equivocated, raise, flags, flagsAll, resolve, sweepEnd, sweep, sweepLast, getSince, forget, setSince, getForUpdate string
 }
 
 const hopCols = `iss, hop, digest_alg, digest, offer, offer_form, state, status, status_form, canceled, equivocated, received, keep_until, decided`
@@ -82,6 +100,15 @@ const hopColCount = 14
 // claim leaves at its default (a new hop is never released), so the claim
 // statement stays as it was.
 const selCols = hopCols + `, released`
+
+// claimChecked is the statement of a lone claim refused while a cancel
+// is held for its offer (store.Store.Claim); see ClaimChecked.
+func (d Dialect) claimChecked() string {
+	if d.ClaimChecked != "" {
+		return d.ClaimChecked
+	}
+	return d.bind(`INSERT INTO hops (` + hopCols + `) SELECT ?,?,?,?,?,?,?,?,?,?,?,?,?,? WHERE NOT EXISTS (SELECT 1 FROM held_cancels WHERE iss = ? AND offer_alg = ? AND offer = ?) ON CONFLICT (iss, hop) DO NOTHING`)
+}
 
 func (d Dialect) bind(q string) string {
 	if !d.Dollar {
@@ -109,8 +136,12 @@ func Open(ctx context.Context, db *sql.DB, d Dialect, now time.Time) (*DB, error
 	}
 	b := d.bind
 	s.q = queries{
-		claim: b(`INSERT INTO hops (` + hopCols + `) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?) ON CONFLICT (iss, hop) DO NOTHING`),
-		get:   b(`SELECT ` + selCols + ` FROM hops WHERE iss = ? AND hop = ?`),
+		claim:        b(`INSERT INTO hops (` + hopCols + `) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?) ON CONFLICT (iss, hop) DO NOTHING`),
+		claimChecked: d.claimChecked(),
+		anyHeld:      `SELECT 1 FROM held_cancels LIMIT 1`,
+		heldFor: b(`SELECT status, status_form, arrived, keep_until FROM held_cancels
+			WHERE iss = ? AND offer_alg = ? AND offer = ?`),
+		get: b(`SELECT ` + selCols + ` FROM hops WHERE iss = ? AND hop = ?`),
 		hops: b(`SELECT ` + selCols + ` FROM hops WHERE state = ? AND (iss` + d.ByteOrder + ` > ? OR (iss = ? AND hop` + d.ByteOrder + ` > ?))
 			ORDER BY iss` + d.ByteOrder + `, hop` + d.ByteOrder + ` LIMIT ?`),
 		transition: b(`UPDATE hops SET state = ?, status = ?, status_form = ?, decided = ?
@@ -142,6 +173,10 @@ func Open(ctx context.Context, db *sql.DB, d Dialect, now time.Time) (*DB, error
 	s.cq = copyQueries(d)
 	var err error
 	if s.claim, err = db.PrepareContext(ctx, s.q.claim); err != nil {
+		return nil, fmt.Errorf("store: prepare claim: %w", err)
+	}
+	if s.claimChecked, err = db.PrepareContext(ctx, s.q.claimChecked); err != nil {
+		s.claim.Close()
 		return nil, fmt.Errorf("store: prepare claim: %w", err)
 	}
 	if d.GroupCommit {
@@ -256,6 +291,7 @@ func (s *DB) Close() error {
 		s.gmu.Unlock()
 	}
 	s.claim.Close()
+	s.claimChecked.Close()
 	return s.db.Close()
 }
 
