@@ -93,30 +93,42 @@ var d5Stores = []d5Store{
 		return s, func() store.Store { return s }
 	}},
 	{"sqlite", func(t *testing.T, w *world) (store.Store, func() store.Store) {
-		path := filepath.Join(t.TempDir(), "hops.db")
-		open := func() store.Store {
-			s, err := sqlite.Open(context.Background(), path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { s.Close() })
-			return s
-		}
+		open := sqliteHandles(t)
 		s := open()
 		return s, func() store.Store { s.Close(); return open() }
 	}},
 	{"postgres", func(t *testing.T, w *world) (store.Store, func() store.Store) {
-		dsn := postgresTarget(t)
-		open := func() store.Store {
-			s, err := postgres.Open(context.Background(), dsn)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { s.Close() })
-			return s
-		}
+		open := postgresHandles(t)
 		return open(), open
 	}},
+}
+
+// sqliteHandles returns a function that opens a new handle on one SQLite
+// database file, closed when the test ends.
+func sqliteHandles(t *testing.T) func() *sqlite.Store {
+	path := filepath.Join(t.TempDir(), "hops.db")
+	return func() *sqlite.Store {
+		s, err := sqlite.Open(context.Background(), path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		return s
+	}
+}
+
+// postgresHandles is sqliteHandles for the test PostgreSQL database
+// (skipped, or failed under scripts/test.sh, when there is none).
+func postgresHandles(t *testing.T) func() store.Store {
+	dsn := postgresTarget(t)
+	return func() store.Store {
+		s, err := postgres.Open(context.Background(), dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		return s
+	}
 }
 
 // workLog counts work taken and Stop calls.

@@ -3,14 +3,13 @@ package delegate_test
 import (
 	"context"
 	"errors"
-	"path/filepath"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/quantumlearningmachines/handoff"
 	"github.com/quantumlearningmachines/handoff/delegate"
 	"github.com/quantumlearningmachines/handoff/store"
-	"github.com/quantumlearningmachines/handoff/store/sqlite"
 )
 
 // paused is a hop store whose Hold can wait on a hook, to put a cancel's
@@ -28,22 +27,26 @@ func (p *paused) Hold(ctx context.Context, x *store.Held, lim store.HoldLimits) 
 	return err
 }
 
-// replicaStores returns two handles on one empty store, for two replicas:
-// one memory store shared, and two handles on one SQLite file.
-func replicaStores(t *testing.T, w *world) map[string][2]store.Store {
-	m := w.freshStore()
-	path := filepath.Join(t.TempDir(), "hops.db")
-	open := func() store.Store {
-		s, err := sqlite.Open(context.Background(), path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { s.Close() })
-		return s
-	}
-	a := open()
-	a.Forget(context.Background(), w.clock().Add(-60e9))
-	return map[string][2]store.Store{"memory": {m, m}, "sqlite": {a, open()}}
+// replicaStores are two handles on one empty store, for two replicas:
+// one memory store shared, two handles on one SQLite file, two
+// connections to one PostgreSQL database.
+var replicaStores = []struct {
+	name string
+	open func(t *testing.T, w *world) [2]store.Store
+}{
+	{"memory", func(t *testing.T, w *world) [2]store.Store { m := w.freshStore(); return [2]store.Store{m, m} }},
+	{"sqlite", func(t *testing.T, w *world) [2]store.Store {
+		open := sqliteHandles(t)
+		a := open()
+		a.Forget(context.Background(), w.clock().Add(-time.Minute))
+		return [2]store.Store{a, open()}
+	}},
+	{"postgres", func(t *testing.T, w *world) [2]store.Store {
+		open := postgresHandles(t)
+		a := open()
+		a.Forget(context.Background(), w.clock().Add(-time.Minute))
+		return [2]store.Store{a, open()}
+	}},
 }
 
 // D9, draft "Lifecycle" (offered -> canceled), decision 66: replica A
@@ -60,9 +63,10 @@ func replicaStores(t *testing.T, w *world) map[string][2]store.Store {
 func TestCrossReplicaCancelAndClaim(t *testing.T) {
 	for _, holdFirst := range []bool{true, false} {
 		w := newWorld(t)
-		for name, ss := range replicaStores(t, w) {
-			t.Run(map[bool]string{true: "B holds first", false: "A claims first"}[holdFirst]+"/"+name, func(t *testing.T) {
+		for _, rs := range replicaStores {
+			t.Run(map[bool]string{true: "B holds first", false: "A claims first"}[holdFirst]+"/"+rs.name, func(t *testing.T) {
 				ctx := context.Background()
+				ss := rs.open(t, w)
 				b := &paused{Store: ss[1]}
 				dA, dB := w.delegate(ss[0], nil), w.delegate(b, nil)
 				off, o := w.offer("")
@@ -98,9 +102,10 @@ func TestCrossReplicaCancelAndClaim(t *testing.T) {
 // canceled (so its work stops, or never begins).
 func TestCrossReplicaCancelAndClaimRace(t *testing.T) {
 	w := newWorld(t)
-	for name, ss := range replicaStores(t, w) {
-		t.Run(name, func(t *testing.T) {
+	for _, rs := range replicaStores {
+		t.Run(rs.name, func(t *testing.T) {
 			ctx := context.Background()
+			ss := rs.open(t, w)
 			dA, dB := w.delegate(ss[0], nil), w.delegate(ss[1], nil)
 			for range 50 {
 				off, o := w.offer("")
