@@ -184,6 +184,23 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 		db.Close()
 		return nil, fmt.Errorf("store: postgres: %w", err)
 	}
+	// The store's orderings (a claim against a held cancel, an Issue
+	// against another: advisory locks, then statements that must see what
+	// committed while they waited) hold under READ COMMITTED, where each
+	// statement takes a new snapshot. Under REPEATABLE READ or
+	// SERIALIZABLE the snapshot is the transaction's first, taken before
+	// the lock: a claim would miss a cancel held meanwhile, and work
+	// would begin under it. Refuse such a database rather than run unsafe.
+	var iso string
+	if err := db.QueryRowContext(ctx, `SHOW transaction_isolation`).Scan(&iso); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("store: postgres: reading the isolation level: %w", err)
+	}
+	if iso != "read committed" {
+		db.Close()
+		return nil, fmt.Errorf("store: postgres: the default transaction isolation is %q; the hop store needs \"read committed\" "+
+			"(set default_transaction_isolation for its role or in the connection string)", iso)
+	}
 	s, err := sqlhop.Open(ctx, db, dialect, time.Now())
 	if err != nil {
 		db.Close()

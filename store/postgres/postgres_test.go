@@ -333,3 +333,33 @@ func TestGroupCommitBadClaimFailsAlone(t *testing.T) {
 		}
 	}
 }
+
+// Open refuses a database whose default isolation is not READ COMMITTED:
+// the claim's order against a held cancel (store.Store.Claim) relies on
+// each statement seeing what committed while it waited for its lock.
+func TestOpenRefusesStricterIsolation(t *testing.T) {
+	dsn := freshDSN(t)
+	for _, iso := range []string{"repeatable read", "serializable"} {
+		var d string
+		if strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://") {
+			u, err := url.Parse(dsn)
+			if err != nil {
+				t.Fatal(err)
+			}
+			q := u.Query()
+			q.Set("default_transaction_isolation", iso)
+			u.RawQuery = q.Encode()
+			d = u.String()
+		} else {
+			d = dsn + " default_transaction_isolation='" + iso + "'"
+		}
+		s, err := postgres.Open(t.Context(), d)
+		if err == nil {
+			s.Close()
+			t.Fatalf("Open with %s: no error; want a refusal", iso)
+		}
+		if !strings.Contains(err.Error(), "read committed") {
+			t.Fatalf("Open with %s: %v; want it to name the isolation it needs", iso, err)
+		}
+	}
+}

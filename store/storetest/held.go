@@ -129,6 +129,67 @@ func ClaimHoldRace(t *testing.T, claimer, holder store.Store) {
 		}
 	}
 	t.Logf("%d claims refused, %d stored before the hold", refused, stored)
+	claimHoldRaceBatched(t, claimer, holder)
+}
+
+// claimHoldRaceBatched is ClaimHoldRace among concurrent claims, so that
+// stores which commit claims in groups race the hold inside a group, with
+// two claims of the raced hop in it and an unrelated cancel held (so a
+// group looks for held cancels at all).
+func claimHoldRaceBatched(t *testing.T, claimer, holder store.Store) {
+	ctx := t.Context()
+	mustHold(t, holder, newHeld(Iss, "unrelated", 0), heldLim)
+	for i := range 40 {
+		hop := fmt.Sprintf("batch-%d", i)
+		var errs [2]error
+		var ok [2]bool
+		var herr, gerr error
+		start := make(chan struct{})
+		var wg sync.WaitGroup
+		for j := range 24 {
+			wg.Go(func() {
+				<-start
+				if _, _, err := claimer.Claim(ctx, NewRecord(fmt.Sprintf("%s-filler-%d", hop, j), store.Accepted, 0)); err != nil {
+					t.Errorf("filler claim: %v", err)
+				}
+			})
+		}
+		for j := range 2 {
+			wg.Go(func() { <-start; _, ok[j], errs[j] = claimer.Claim(ctx, NewRecord(hop, store.Accepted, 0)) })
+		}
+		wg.Go(func() {
+			<-start
+			if herr = holder.Hold(ctx, newHeld(Iss, hop, 0), heldLim); herr == nil {
+				_, gerr = holder.Get(ctx, Iss, hop)
+			}
+		})
+		close(start)
+		wg.Wait()
+		if herr != nil {
+			t.Fatalf("%s: Hold: %v", hop, herr)
+		}
+		recorded := false
+		for j, err := range errs {
+			switch {
+			case err == nil:
+				recorded = true // stored, or the other claim's record returned
+			case !errors.Is(err, store.ErrCancelHeld):
+				t.Fatalf("%s: claim %d: %v", hop, j, err)
+			}
+		}
+		if ok[0] && ok[1] {
+			t.Fatalf("%s: both claims stored", hop)
+		}
+		if recorded && gerr != nil {
+			t.Fatalf("%s: a claim was recorded, yet the read after the hold = %v: work would run under a held cancel", hop, gerr)
+		}
+		if !recorded && !errors.Is(gerr, store.ErrNotFound) {
+			t.Fatalf("%s: both claims refused, yet the read after the hold = %v", hop, gerr)
+		}
+		if !take(t, holder, newHeld(Iss, hop, 0), nil) {
+			t.Fatalf("%s: the held cancel is gone", hop)
+		}
+	}
 }
 
 var heldLim = store.HoldLimits{Total: 100, PerIss: 50}
