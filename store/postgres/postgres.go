@@ -37,15 +37,23 @@ var dialect = sqlhop.Dialect{
 	ByteOrder:      ` COLLATE "C"`,
 	// Two replicas issuing for the same work at once: one waits.
 	LockWork: `SELECT pg_advisory_xact_lock(hashtext($1))`,
-	// A claim that could begin work shares the lock that Hold takes
-	// exclusively (under LockWork's name for it): claims never wait for
-	// each other, and a Hold and a claim for one offer are ordered.
-	ShareHeld: `SELECT pg_advisory_xact_lock_shared(hashtext($1))`,
-	// A lone checked claim takes that lock and inserts in one round trip:
+	// A claim that could begin work and a Hold for its offer are ordered
+	// by a lock on the offer (handoff_offer_key, migration 9, in the
+	// two-key space of advisory locks, apart from LockWork's): Hold takes
+	// it exclusively, claims share it, so claims never wait for each
+	// other nor for a Hold of another offer.
+	LockOffer: `SELECT pg_advisory_xact_lock(7266617, handoff_offer_key($1, $2, $3))`,
+	// A group commit shares its offers' locks in one statement, then
+	// reads the cancels held for them in one more.
+	ShareOffers: `SELECT pg_advisory_xact_lock_shared(7266617, handoff_offer_key(u.i, u.a, u.d))
+		FROM unnest($1::text[], $2::text[], $3::bytea[]) AS u(i, a, d)`,
+	HeldAmong: `SELECT h.iss, h.offer_alg, h.offer FROM held_cancels h
+		JOIN unnest($1::text[], $2::text[], $3::bytea[]) AS u(i, a, d) ON h.iss = u.i AND h.offer_alg = u.a AND h.offer = u.d`,
+	// A lone checked claim takes its lock and inserts in one round trip:
 	// the function (migration 9) runs its statements in order, each seeing
 	// what committed before it began, so the insert sees any Hold that
 	// committed before the lock was granted.
-	ClaimChecked: `SELECT handoff_claim($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)`,
+	ClaimChecked: `SELECT handoff_claim($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)`,
 	Migrations: []string{`
 CREATE TABLE meta (k TEXT PRIMARY KEY, v TEXT NOT NULL);
 CREATE TABLE hops (
@@ -153,18 +161,21 @@ CREATE UNIQUE INDEX flags_open_dedupe ON flags (kind, iss, hop, dedupe) WHERE re
 		// it to the primary key's, which would scan all of one iss's copies.
 		`CREATE INDEX hops_digest ON hops (digest);
 CREATE INDEX copies_digest ON copies (digest, digest_alg, iss, hop)`,
-		// 9: the claim of a hop that could begin work, refused while a
-		// cancel is held for its offer (store.Store.Claim), in one round
-		// trip: the shared lock that Hold takes exclusively, then the
+		// 9: the lock key of an offer (iss, digest), and the claim of a
+		// hop that could begin work, refused while a cancel is held for
+		// its offer (store.Store.Claim), in one round trip: the offer's
+		// lock shared (Hold takes it exclusively), then the
 		// insert-if-absent unless held; it returns the rows inserted. (The
 		// migration runner splits on a semicolon ending a line: none does
-		// inside the body.)
-		`CREATE FUNCTION handoff_claim(p_iss TEXT, p_hop TEXT, p_digest_alg TEXT, p_digest BYTEA, p_offer BYTEA,
+		// inside the bodies.)
+		`CREATE FUNCTION handoff_offer_key(p_iss TEXT, p_alg TEXT, p_digest BYTEA) RETURNS INTEGER
+LANGUAGE sql IMMUTABLE AS $$ SELECT hashtext(p_iss || ' ' || p_alg || ':' || encode(p_digest, 'hex')) $$;
+CREATE FUNCTION handoff_claim(p_iss TEXT, p_hop TEXT, p_digest_alg TEXT, p_digest BYTEA, p_offer BYTEA,
   p_offer_form INTEGER, p_state TEXT, p_status BYTEA, p_status_form INTEGER, p_canceled INTEGER, p_equivocated INTEGER,
-  p_received BIGINT, p_keep_until BIGINT, p_decided BIGINT, p_lock TEXT) RETURNS INTEGER
+  p_received BIGINT, p_keep_until BIGINT, p_decided BIGINT) RETURNS INTEGER
 LANGUAGE plpgsql VOLATILE AS $$
 DECLARE n INTEGER; BEGIN
-  PERFORM pg_advisory_xact_lock_shared(hashtext(p_lock)); INSERT INTO hops (iss, hop, digest_alg, digest, offer, offer_form, state, status,
+  PERFORM pg_advisory_xact_lock_shared(7266617, handoff_offer_key(p_iss, p_digest_alg, p_digest)); INSERT INTO hops (iss, hop, digest_alg, digest, offer, offer_form, state, status,
     status_form, canceled, equivocated, received, keep_until, decided)
   SELECT p_iss, p_hop, p_digest_alg, p_digest, p_offer, p_offer_form, p_state, p_status, p_status_form, p_canceled,
     p_equivocated, p_received, p_keep_until, p_decided

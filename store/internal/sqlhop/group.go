@@ -229,45 +229,72 @@ func (s *DB) claimBatch(batch []claimReq, results []claimRes) (committing bool, 
 
 // batchHeld looks, inside a batch's transaction, for the cancels held for
 // the offers of its checked claims (store.CheckedClaim), and returns
-// which claims one is held for. The held cancels are few and seldom any,
-// so one read says whether there are; only then is each offer looked up.
-// Where the dialect shares the held-cancel lock, it is taken first, so a
-// Hold commits either before these reads or after this commit.
+// which claims one is held for. Where the dialect locks offers, their
+// locks are shared first (so a Hold of one commits either before the
+// look or after this commit) and the look is one statement; otherwise
+// one read says whether any cancel is held, and only then is each offer
+// looked up.
 func (s *DB) batchHeld(ctx context.Context, tx *sql.Tx, batch []claimReq) (func(*store.Record) bool, error) {
-	none := func(*store.Record) bool { return false }
-	if !slices.ContainsFunc(batch, func(q claimReq) bool { return store.CheckedClaim(q.r) }) {
-		return none, nil
-	}
-	if s.d.ShareHeld != "" {
-		if _, err := tx.ExecContext(ctx, s.d.ShareHeld, heldLockName); err != nil {
-			return nil, err
-		}
-	}
-	var one int
-	switch err := tx.QueryRowContext(ctx, s.q.anyHeld).Scan(&one); {
-	case errors.Is(err, sql.ErrNoRows):
-		return none, nil
-	case err != nil:
-		return nil, err
-	}
-	found := map[*store.Record]bool{}
+	var iss, algs []string
+	var digests [][]byte
 	for _, q := range batch {
-		r := q.r
-		if !store.CheckedClaim(r) {
-			continue
-		}
-		var status []byte
-		var form int
-		var arrived, keep int64
-		err := tx.QueryRowContext(ctx, s.q.heldFor, r.Iss, r.Digest.Alg, r.Digest.Val).Scan(&status, &form, &arrived, &keep)
-		switch {
-		case err == nil:
-			found[r] = true
-		case !errors.Is(err, sql.ErrNoRows):
-			return nil, err
+		if store.CheckedClaim(q.r) {
+			iss, algs, digests = append(iss, q.r.Iss), append(algs, q.r.Digest.Alg), append(digests, q.r.Digest.Val)
 		}
 	}
-	return func(r *store.Record) bool { return found[r] }, nil
+	if len(iss) == 0 {
+		return func(*store.Record) bool { return false }, nil
+	}
+	held := map[string]bool{}
+	key := func(iss, alg string, digest []byte) string { return iss + "\x00" + alg + "\x00" + string(digest) }
+	if s.d.ShareOffers != "" {
+		if _, err := tx.ExecContext(ctx, s.d.ShareOffers, iss, algs, digests); err != nil {
+			return nil, err
+		}
+		rows, err := tx.QueryContext(ctx, s.d.HeldAmong, iss, algs, digests)
+		if err != nil {
+			return nil, err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var i, a string
+			var d []byte
+			if err := rows.Scan(&i, &a, &d); err != nil {
+				return nil, err
+			}
+			held[key(i, a, d)] = true
+		}
+		if err := rows.Err(); err != nil {
+			return nil, err
+		}
+	} else {
+		var one int
+		switch err := tx.QueryRowContext(ctx, s.q.anyHeld).Scan(&one); {
+		case errors.Is(err, sql.ErrNoRows):
+			return func(*store.Record) bool { return false }, nil
+		case err != nil:
+			return nil, err
+		}
+		for j := range iss {
+			k := key(iss[j], algs[j], digests[j])
+			if held[k] {
+				continue
+			}
+			var status []byte
+			var form int
+			var arrived, keep int64
+			err := tx.QueryRowContext(ctx, s.q.heldFor, iss[j], algs[j], digests[j]).Scan(&status, &form, &arrived, &keep)
+			switch {
+			case err == nil:
+				held[k] = true
+			case !errors.Is(err, sql.ErrNoRows):
+				return nil, err
+			}
+		}
+	}
+	return func(r *store.Record) bool {
+		return store.CheckedClaim(r) && held[key(r.Iss, r.Digest.Alg, r.Digest.Val)]
+	}, nil
 }
 
 // multiClaim returns the insert-if-absent of n records in one statement,

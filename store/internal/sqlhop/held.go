@@ -52,6 +52,12 @@ func (s *DB) hold(ctx context.Context, h *store.Held, lim store.HoldLimits) erro
 			return err
 		}
 	}
+	if s.d.LockOffer != "" {
+		// Ordered with the claims of this offer (store.Store.Claim).
+		if _, err := tx.ExecContext(ctx, s.d.LockOffer, h.Iss, h.Offer.Alg, h.Offer.Val); err != nil {
+			return err
+		}
+	}
 	arrived, keep := nanos(h.Arrived), nanos(h.KeepUntil)
 	// The order of arrival: after every cancel held now (Holds are
 	// serialized, so no two get one number).

@@ -94,7 +94,7 @@ func (s *DB) insertClaim(ctx context.Context, r *store.Record, checked bool) (bo
 		}
 	case s.d.ClaimChecked != "":
 		// One query that takes the held-cancel lock and inserts.
-		if err := s.claimChecked.QueryRowContext(ctx, append(claimArgs(r), heldLockName)...).Scan(&n); err != nil {
+		if err := s.claimChecked.QueryRowContext(ctx, claimArgs(r)...).Scan(&n); err != nil {
 			return false, err
 		}
 	default:
