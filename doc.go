@@ -90,3 +90,7 @@
 // The examples of [Receiver.Receive], [Signer.SignOffer], [Handoff.PassOn]
 // and [VerifyStatus] run this flow in full.
 package handoff
+
+// DraftRevision is the revision of the agent handoff draft this package
+// implements.
+const DraftRevision = "draft-agent-handoff-01"

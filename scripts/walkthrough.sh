@@ -14,10 +14,12 @@ run() { say "$*"; "$@"; }
 
 A=https://assistant.example P=https://planner.example C=https://coder.example
 for n in assistant planner coder; do run ./handoff keygen --out $n.jwk; done
-say "build trust.json from each agent's public key (handoff pubkey)"
-printf '{"agents": [\n  {"id": "%s", "keys": [%s]},\n  {"id": "%s", "keys": [%s]},\n  {"id": "%s", "keys": [%s]}\n]}\n' \
-  $A "$(./handoff pubkey assistant.jwk)" $P "$(./handoff pubkey planner.jwk)" $C "$(./handoff pubkey coder.jwk)" > trust.json
-cat trust.json
+say "build trust.json from each agent's public key"
+for n in assistant planner coder; do ./handoff pubkey $n.jwk > $n.pub; done
+run ./handoff trust add --id $A assistant.pub trust.json
+run ./handoff trust add --id $P planner.pub trust.json
+run ./handoff trust add --id $C coder.pub trust.json
+run ./handoff trust list trust.json
 
 say "the assistant hands the task to the planner (JWS)"
 ./handoff offer --key assistant.jwk --iss $A --aud $P --dialog ctx-1 --task t-1 --obo user-7f3a > h1.json

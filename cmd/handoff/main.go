@@ -32,6 +32,10 @@ const usage = `Usage:
     handoff verify-status --trust TRUSTFILE --from HANDOFF [--now UNIX] STATUS...
     handoff inspect [--trust TRUSTFILE] FILE
     handoff demo [--keep] [--json]
+    handoff trust add --id ID KEYFILE [TRUSTFILE]
+    handoff trust list TRUSTFILE
+    handoff help [COMMAND]
+    handoff version
 
 A delegator signs an offer for a delegate; the delegate checks it and
 answers with a signed status. An offer passed on carries the offers before
@@ -40,7 +44,8 @@ content; output is JSON unless --cbor is given.
 
 Examples:
     $ handoff keygen --out planner.jwk
-    $ handoff pubkey planner.jwk              # paste into a trust file
+    $ handoff pubkey planner.jwk > planner.pub
+    $ handoff trust add --id https://planner.example planner.pub trust.json
     $ handoff offer --key assistant.jwk --iss https://assistant.example \
           --aud https://planner.example --dialog ctx-1 > h1.json
     $ handoff offer --key planner.jwk --iss https://planner.example \
@@ -59,6 +64,7 @@ Examples:
     {"file":"h3.json","result":"accepted","offer":"...","chain":"absent","refs":["verified"]}
 
 Exit status: 0 success, 1 negative verdict, 2 usage or I/O error.
+"handoff help COMMAND" (or "handoff COMMAND --help") describes a command's flags.
 `
 
 // usageError is a bad invocation: exit 2 with a hint.
@@ -90,17 +96,22 @@ var commands = map[string]func(env, []string) error{
 	"inspect":       cmdInspect,
 	"ref":           cmdRef,
 	"demo":          cmdDemo,
+	"trust":         cmdTrust,
+	"version":       cmdVersion,
 }
+
+func init() { commands["help"] = cmdHelp } // cmdHelp reads commands
 
 func run(args []string, e env) int {
 	if len(args) == 0 {
-		fmt.Fprintln(e.stderr, `handoff: error: no command given; "handoff help" lists them`)
+		// The usage, where a newcomer looks first; exit 2 as for any
+		// invocation that does nothing.
+		fmt.Fprint(e.stderr, usage)
 		return 2
 	}
 	name := args[0]
-	if name == "help" || name == "-h" || name == "--help" {
-		fmt.Fprint(e.stdout, usage)
-		return 0
+	if name == "-h" || name == "--help" {
+		name = "help"
 	}
 	cmd, ok := commands[name]
 	if !ok {
@@ -112,7 +123,9 @@ func run(args []string, e env) int {
 	case err == nil:
 		return 0
 	case errors.Is(err, flag.ErrHelp):
-		fmt.Fprint(e.stdout, commandUsage(name))
+		var he helpError
+		errors.As(err, &he)
+		fmt.Fprint(e.stdout, commandHelp(name, he.fs))
 		return 0
 	case errors.Is(err, errNegative):
 		return 1
@@ -141,7 +154,7 @@ func parse(fs *flag.FlagSet, args []string) ([]string, error) {
 	for {
 		if err := fs.Parse(args); err != nil {
 			if errors.Is(err, flag.ErrHelp) {
-				return nil, err
+				return nil, helpError{fs}
 			}
 			return nil, usageError{err.Error()}
 		}
@@ -194,6 +207,5 @@ func commandUsage(name string) string {
 			b.WriteString(line + "\n")
 		}
 	}
-	b.WriteString("\n\"handoff help\" describes every command.\n")
 	return b.String()
 }

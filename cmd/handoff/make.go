@@ -211,7 +211,7 @@ func cmdOffer(e env, args []string) error {
 	// the flags on the command line, the two kinds interleaved.
 	var refArgs []refArg
 	fs.Var(refArgFlag{&refArgs, false}, "ref-file", "a file whose digest becomes a ref of kind digest (repeatable)")
-	fs.Var(refArgFlag{&refArgs, true}, "ref", "a file `handoff ref` wrote, whose ref is added (repeatable)")
+	fs.Var(refArgFlag{&refArgs, true}, "ref", "a reference file that handoff ref wrote, added as a ref (repeatable)")
 	from := fs.String("from", "", "a received Handoff to pass on")
 	cose := fs.Bool("cose", false, "sign as COSE_Sign1 instead of JWS")
 	cbor := fs.Bool("cbor", false, "write the Handoff as CBOR")
