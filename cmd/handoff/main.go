@@ -136,6 +136,7 @@ func run(args []string, e env) int {
 	// safeText keeps them from drawing on the terminal (decision 52).
 	msg := strings.ReplaceAll(err.Error(), "handoff: ", "")
 	fmt.Fprintf(e.stderr, "handoff: error: %s: %s\n", name, safeText(strings.ReplaceAll(msg, "\n", " ")))
+	printHint(e, err)
 	return 2
 }
 

@@ -115,12 +115,6 @@ func loadKey(e env, path string) (*ecdsa.PrivateKey, string, error) {
 		return nil, "", err
 	}
 	defer f.Close()
-	// As ssh does: any access for group or others (0o077). A key others
-	// can write can be swapped for theirs.
-	if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() && fi.Mode().Perm()&0o077 != 0 {
-		fmt.Fprintf(e.stderr, "handoff: warning: private key %s is accessible by others (mode %#o); chmod 600 %s\n",
-			safeText(path), fi.Mode().Perm(), safeText(path))
-	}
 	b, err := io.ReadAll(io.LimitReader(f, maxKeyFile+1))
 	if err != nil {
 		return nil, "", fmt.Errorf("%s: %w", path, err)
@@ -130,7 +124,14 @@ func loadKey(e env, path string) (*ecdsa.PrivateKey, string, error) {
 	}
 	k, kid, err := trust.ParsePrivateJWK(b)
 	if err != nil {
-		return nil, "", fmt.Errorf("key file %s: %w", path, err)
+		return nil, "", withHint(fmt.Errorf("key file %s: %w", path, err), path, kindPrivateKey)
+	}
+	// As ssh does: any access for group or others (0o077). A key others
+	// can write can be swapped for theirs. (Only for a private key: a
+	// public one given by mistake gets its hint instead.)
+	if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() && fi.Mode().Perm()&0o077 != 0 {
+		fmt.Fprintf(e.stderr, "handoff: warning: private key %s is accessible by others (mode %#o); chmod 600 %s\n",
+			safeText(path), fi.Mode().Perm(), safeText(path))
 	}
 	return k, kid, nil
 }
@@ -170,7 +171,7 @@ func readHandoff(path string) (*handoff.Handoff, error) {
 	}
 	h, err := handoff.ParseHandoff(b, handoff.Limits{})
 	if err != nil {
-		return nil, fmt.Errorf("%s is not a valid Handoff: %w", path, err)
+		return nil, withHint(fmt.Errorf("%s is not a valid Handoff: %w", path, err), path, kindHandoff)
 	}
 	return h, nil
 }

@@ -70,6 +70,7 @@ func TestScript(t *testing.T) {
 			"rawbytes":  scriptRawbytes,
 			"mkstatus":  scriptMkstatus,
 			"hostile":   scriptHostile,
+			"bareoffer": scriptBareOffer,
 		},
 	})
 }
@@ -291,6 +292,24 @@ func scriptDigests(ts *testscript.TestScript, neg bool, args []string) {
 // sorted keys, on lines "header: {...}" and "payload: {...}". COSE header
 // labels print as decimal strings, byte strings as text. Sets $HOP to the
 // payload's hop, when it has one.
+// bareoffer SRC DST writes the offer of the Handoff SRC to DST as it is
+// carried, without the Handoff around it: a compact JWS's text, or a
+// COSE_Sign1's octets.
+func scriptBareOffer(ts *testscript.TestScript, neg bool, args []string) {
+	scriptNoNeg(ts, neg, "bareoffer")
+	if len(args) != 2 {
+		ts.Fatalf("usage: bareoffer SRC DST")
+	}
+	var b []byte
+	switch el := scriptElement(ts, args[0]).(type) {
+	case string:
+		b = []byte(el + "\n")
+	case []byte:
+		b = el
+	}
+	ts.Check(os.WriteFile(ts.MkAbs(args[1]), b, 0o644))
+}
+
 func scriptPayload(ts *testscript.TestScript, neg bool, args []string) {
 	scriptNoNeg(ts, neg, "payload")
 	if len(args) != 1 {

@@ -74,7 +74,7 @@ const maxSeconds = 100 * 366 * 24 * 3600
 func loadTrust(path string) (*trust.Config, error) {
 	c, err := trust.Load(path)
 	if err != nil {
-		return nil, fmt.Errorf("trust file %s: %w", path, err)
+		return nil, withHint(fmt.Errorf("trust file %s: %w", path, err), path, kindTrustFile)
 	}
 	return c, nil
 }
@@ -226,6 +226,9 @@ func cmdVerify(e env, args []string) error {
 		switch {
 		case res.Err != nil:
 			fmt.Fprintf(e.stderr, "handoff: %s: %s\n", safeText(f), safeText(res.Err.Error()))
+			if res.Offer == nil {
+				hintFile(e, f, inputs[i], kindHandoff) // not a Handoff at all, perhaps
+			}
 		case res.Outcome == handoff.Retransmission:
 			// Not accepted, and no check failed: say why it is not new.
 			fmt.Fprintf(e.stderr, "handoff: %s: a retransmission: the state file already remembers this offer's (iss, hop) with the same signed content (D5)\n", safeText(f))
@@ -296,6 +299,9 @@ func cmdVerifyStatus(e env, args []string) error {
 		}
 		if err := writeLine(e, line); err != nil {
 			return err
+		}
+		if vs == nil {
+			hintFile(e, f, inputs[i], kindStatus)
 		}
 	}
 	if !all {
