@@ -12,6 +12,8 @@ import (
 	"io"
 	"os"
 	"strings"
+
+	"golang.org/x/term"
 )
 
 const usage = `Usage:
@@ -177,18 +179,46 @@ type stringList []string
 func (s *stringList) String() string     { return strings.Join(*s, ",") }
 func (s *stringList) Set(v string) error { *s = append(*s, v); return nil }
 
+// required names every flag of names that was not given, or given
+// empty, at once.
 func required(fs *flag.FlagSet, names ...string) error {
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	var missing, empty []string
 	for _, n := range names {
-		if !set[n] {
-			return usagef("--%s is required", n)
-		}
-		if fs.Lookup(n).Value.String() == "" {
-			return usagef("--%s must not be empty", n)
+		switch {
+		case !set[n]:
+			missing = append(missing, "--"+n)
+		case fs.Lookup(n).Value.String() == "":
+			empty = append(empty, "--"+n)
 		}
 	}
+	var parts []string
+	if len(missing) > 0 {
+		parts = append(parts, listed(missing)+map[bool]string{true: " is", false: " are"}[len(missing) == 1]+" required")
+	}
+	if len(empty) > 0 {
+		parts = append(parts, listed(empty)+" must not be empty")
+	}
+	if len(parts) > 0 {
+		return usagef("%s", strings.Join(parts, "; "))
+	}
 	return nil
+}
+
+// listed joins names as a sentence does: "a", "a and b", "a, b and c".
+func listed(names []string) string {
+	if len(names) == 1 {
+		return names[0]
+	}
+	return strings.Join(names[:len(names)-1], ", ") + " and " + names[len(names)-1]
+}
+
+// isTerminal reports whether w is a terminal, where binary output would
+// draw on the screen.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	return ok && term.IsTerminal(int(f.Fd()))
 }
 
 // commandUsage is the part of usage for the command name: its synopsis

@@ -3,6 +3,7 @@ package main
 import (
 	"crypto/ecdsa"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -199,9 +200,9 @@ func form(cose bool) handoff.Form {
 func cmdOffer(e env, args []string) error {
 	fs := newFlags("offer", e)
 	keyFile := fs.String("key", "", "the delegator's private key `KEYFILE` (JWK)")
-	iss := fs.String("iss", "", "the delegator's AgentId")
+	iss := fs.String("iss", "", "the delegator's AgentId (with --from: default the received offer's aud)")
 	aud := fs.String("aud", "", "the delegate's AgentId")
-	dialog := fs.String("dialog", "", "the host protocol's dialog id")
+	dialog := fs.String("dialog", "", "the host protocol's dialog id (with --from: default the received offer's)")
 	task := fs.String("task", "", "the host protocol's task id")
 	ttl := fs.Int64("ttl", 300, "seconds until exp")
 	var now unixFlag
@@ -223,15 +224,52 @@ func cmdOffer(e env, args []string) error {
 	if len(pos) > 0 {
 		return usagef("unexpected argument %q", pos[0])
 	}
-	if err := required(fs, "key", "iss", "aud", "dialog"); err != nil {
+	// With --from, the new offer continues the received one: it is sent
+	// by that offer's aud, in its dialog, unless told otherwise. An --iss
+	// that is not that aud breaks the chain at this link (every receiver
+	// answers broken-chain): said on stderr, and still signed, as a test
+	// of receivers may want. The received offer is not verified here, and
+	// one that cannot be read is passed on as it is, with no defaults.
+	var received *handoff.Handoff
+	need := []string{"key", "iss", "aud", "dialog"}
+	if *from != "" {
+		if received, err = readHandoff(*from); err != nil {
+			return err
+		}
+		if ro, _, derr := handoff.UnsafeDecode(received.Offer); derr == nil && ro != nil {
+			need = []string{"key", "aud"} // iss and dialog follow from the received offer
+			switch {
+			case !flagSet(fs, "iss"):
+				*iss = ro.Aud
+			case *iss != ro.Aud:
+				fmt.Fprintf(e.stderr, "handoff: warning: --iss %s is not the audience of the offer in %s (%s): only its audience "+
+					"passes it on, and every receiver will reject this chain as broken-chain\n", safeText(*iss), safeText(*from), safeText(ro.Aud))
+			}
+			if !flagSet(fs, "dialog") {
+				*dialog = ro.Dialog
+			}
+		}
+	}
+	if err := required(fs, need...); err != nil {
 		return err
+	}
+	if *iss == "" || *dialog == "" {
+		return usagef("--iss and --dialog must not be empty")
 	}
 	if *ttl <= 0 || *ttl > maxSeconds {
 		return usagef("--ttl must be a number of seconds from 1 to %d", maxSeconds)
 	}
+	if *cbor && isTerminal(e.stdout) {
+		return usagef("refusing to write CBOR to a terminal: redirect it to a file (or leave out --cbor for JSON)")
+	}
 	key, _, err := loadKey(e, *keyFile)
 	if err != nil {
 		return err
+	}
+	if *ttl > int64(defaultMaxLifetime/time.Second) {
+		fmt.Fprintf(e.stderr, "handoff: warning: --ttl %d is longer than the %d s receivers accept by default "+
+			"(draft \"Replay and Freshness\"): they reject this offer unless their --max-lifetime allows it\n",
+			*ttl, int64(defaultMaxLifetime/time.Second))
 	}
 	t := now.now().Unix()
 	o := &handoff.Offer{Hop: handoff.NewHop(), Dialog: *dialog, Task: *task, Iss: *iss, Aud: *aud, Iat: t, Exp: t + *ttl}
@@ -261,11 +299,7 @@ func cmdOffer(e env, args []string) error {
 		}
 		o.Refs = append(o.Refs, handoff.ContextRef{Kind: handoff.KindDigest, Dig: handoff.DigestOf(b)})
 	}
-	var received *handoff.Handoff
-	if *from != "" {
-		if received, err = readHandoff(*from); err != nil {
-			return err
-		}
+	if received != nil {
 		d := received.Offer.Digest()
 		o.Prev = &d
 	}
@@ -342,6 +376,9 @@ func cmdStatus(e env, args []string) error {
 	if *cbor && !*cose {
 		return usagef("--cbor needs --cose: a JWS status is text")
 	}
+	if *cbor && isTerminal(e.stdout) {
+		return usagef("refusing to write COSE octets to a terminal: redirect them to a file (or leave out --cbor for base64url text)")
+	}
 	st := handoff.State(*state)
 	switch st {
 	case handoff.StateAccepted, handoff.StateRejected, handoff.StateCompleted, handoff.StateFailed, handoff.StateCanceled:
@@ -385,6 +422,9 @@ func cmdStatus(e env, args []string) error {
 			return usagef("--iss %q names neither party of the offer (%q, %q)", *iss, offer.Iss, offer.Aud)
 		}
 	}
+	if err := keyOfParty(e, key, h.Offer, offer, st, sender); err != nil {
+		return err
+	}
 	s := &handoff.Status{Offer: h.Offer.Digest(), Iss: sender, Aud: receiver, Iat: now.now().Unix(),
 		State: st, Reason: handoff.Reason(*reason), Detail: *detail}
 	signer, err := handoff.NewSigner(key)
@@ -401,4 +441,43 @@ func cmdStatus(e env, args []string) error {
 	}
 	_, err = fmt.Fprintln(e.stdout, el.Text())
 	return err
+}
+
+// defaultMaxLifetime is the longest exp - iat receivers accept by default
+// (handoff.Options.MaxLifetime left zero; verify's --max-lifetime).
+const defaultMaxLifetime = 300 * time.Second
+
+// flagSet reports whether the flag name was given.
+func flagSet(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
+}
+
+// keyOfParty checks, where the command can know it, that key belongs to
+// the party that signs a status in state st: the offer tells whose key
+// signed it (the delegator's). A status only the delegate sends, signed
+// with the key that signed the offer, is refused (every receiver would
+// find it signed by the wrong party); a "canceled" signed with another key
+// than the offer's draws a warning (the delegator may hold several keys).
+func keyOfParty(e env, key *ecdsa.PrivateKey, offerEl handoff.Element, o *handoff.Offer, st handoff.State, sender string) error {
+	k, err := trust.NewKey(&key.PublicKey)
+	if err != nil {
+		return err
+	}
+	one := trust.New()
+	if err := one.Add(o.Iss, k); err != nil {
+		return err
+	}
+	_, verr := handoff.VerifyElement(offerEl, one)
+	signedOffer := verr == nil
+	switch {
+	case st == handoff.StateCanceled && !signedOffer:
+		fmt.Fprintf(e.stderr, "handoff: warning: --key (kid %s) is not the key that signed the offer: a canceled status "+
+			"comes from the offer's iss %s, and receivers check it with the keys their trust file binds to it\n", k.Kid, safeText(o.Iss))
+	case st != handoff.StateCanceled && signedOffer && o.Iss != o.Aud && sender != o.Iss:
+		return usagef("--key (kid %s) signed the offer: it is the delegator's key (%s), but a status in state %q is signed by %s",
+			k.Kid, o.Iss, st, sender)
+	}
+	return nil
 }
