@@ -87,11 +87,11 @@ func (r *Receiver) checkChain(h *Handoff, o *Offer) ([]ChainElement, ChainQualit
 	for i := 1; i <= n; i++ {
 		a, b := at(i-1), at(i)
 		if a.Iat > b.Iat {
-			return nil, "", fail(ReasonBrokenChain, index(i), "iat", "iat %d is before chain[%d].iat %d", b.Iat, i-1, a.Iat)
+			return nil, "", fail(ReasonBrokenChain, index(i), "iat", "iat %s is before chain[%d].iat %s", unixAt(b.Iat), i-1, unixAt(a.Iat))
 		}
 		if b.Iat-skew > a.Exp { // not a.Exp+skew: a.Exp may be the largest int64
 
-			return nil, "", fail(ReasonBrokenChain, index(i), "iat", "iat %d is after chain[%d].exp %d plus skew", b.Iat, i-1, a.Exp)
+			return nil, "", fail(ReasonBrokenChain, index(i), "iat", "iat %s is %s after chain[%d].exp %s plus skew", unixAt(b.Iat), span(b.Iat-a.Exp), i-1, unixAt(a.Exp))
 		}
 	}
 	// Check 6: cycles (D8).

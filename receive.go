@@ -284,7 +284,8 @@ func (r *Receiver) ReceiveParsed(ctx context.Context, h *Handoff, parseErr error
 	// Step 4: an offer the memory may have lost cannot be told from a
 	// replay; then remember the pair (D5), atomically.
 	if lost {
-		return reject(ReasonReplay, 4, OfferIndex, "iat", fmt.Errorf("iat %d is not after the second this receiver's memory began (%d); it may have seen the offer", o.Iat, r.o.Since.Unix()))
+		return reject(ReasonReplay, 4, OfferIndex, "iat", fmt.Errorf("iat %s is not after the second this receiver's memory began (%s): it may have seen the offer before it "+
+			"began (a new or restarted store refuses offers issued up to its first second; Options.Since)", unixAt(o.Iat), unixAt(r.o.Since.Unix())))
 	}
 	keep := time.Unix(o.Exp, 0).Add(r.o.Skew)
 	first, stored, err := r.o.Memory.Remember(ctx, o.Iss, o.Hop, h.Offer, seen, keep)
@@ -379,13 +380,13 @@ func (r *Receiver) fresh(o *Offer, now time.Time) *freshErr {
 	n := now.Unix()
 	switch {
 	case o.Exp <= o.Iat:
-		return &freshErr{"exp", fmt.Sprintf("exp %d is not later than iat %d", o.Exp, o.Iat)}
+		return &freshErr{"exp", fmt.Sprintf("exp %s is not later than iat %s", unixAt(o.Exp), unixAt(o.Iat))}
 	case o.Iat-int64(r.o.Skew/time.Second) > n: // not n + skew, which a far --now overflows
-		return &freshErr{"iat", fmt.Sprintf("iat %d is later than now %d plus skew %v", o.Iat, n, r.o.Skew)}
+		return &freshErr{"iat", fmt.Sprintf("issued %s in the future: iat %s is later than now %s plus skew %v", span(o.Iat-n), unixAt(o.Iat), unixAt(n), r.o.Skew)}
 	case o.Exp <= n:
-		return &freshErr{"exp", fmt.Sprintf("expired: exp %d is not later than now %d", o.Exp, n)}
+		return &freshErr{"exp", fmt.Sprintf("expired %s ago: exp %s is not later than now %s", span(n-o.Exp), unixAt(o.Exp), unixAt(n))}
 	case o.Exp-o.Iat > int64(r.o.MaxLifetime/time.Second):
-		return &freshErr{"exp", fmt.Sprintf("lifetime %d s exceeds the maximum of %v", o.Exp-o.Iat, r.o.MaxLifetime)}
+		return &freshErr{"exp", fmt.Sprintf("lifetime %d s (%s) exceeds the maximum of %v", o.Exp-o.Iat, span(o.Exp-o.Iat), r.o.MaxLifetime)}
 	}
 	return nil
 }

@@ -269,6 +269,11 @@ func (s *Signer) SignOffer(o *Offer, f Form) (Element, error) {
 	if o.Exp <= o.Iat {
 		return Element{}, errors.New("handoff: offer exp must be later than iat")
 	}
+	// What every receiver would refuse, refused before signing: no one can
+	// answer an offer without its parties or its hop.
+	if err := needed("offer", "iss", o.Iss, "aud", o.Aud, "hop", o.Hop); err != nil {
+		return Element{}, err
+	}
 	payload, err := o.Encode(formEncoding(f))
 	if err != nil {
 		return Element{}, err
@@ -278,6 +283,15 @@ func (s *Signer) SignOffer(o *Offer, f Form) (Element, error) {
 
 // SignStatus signs a status payload.
 func (s *Signer) SignStatus(st *Status, f Form) (Element, error) {
+	// D9: a receiver checks iss and aud against the offer's parties, and
+	// the digest against the offer: a status without them verifies for no
+	// one.
+	if err := needed("status", "iss", st.Iss, "aud", st.Aud, "state", string(st.State), "offer digest", st.Offer.Alg); err != nil {
+		return Element{}, err
+	}
+	if len(st.Offer.Val) == 0 {
+		return Element{}, errors.New("handoff: a status needs its offer digest's value")
+	}
 	payload, err := st.Encode(formEncoding(f))
 	if err != nil {
 		return Element{}, err
@@ -291,4 +305,19 @@ func NewHop() string {
 	var b [16]byte
 	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go 1.24+)
 	return b64.EncodeToString(b[:])
+}
+
+// needed refuses, naming them all, the members (name, value pairs) that
+// are empty.
+func needed(what string, pairs ...string) error {
+	var empty []string
+	for i := 0; i+1 < len(pairs); i += 2 {
+		if pairs[i+1] == "" {
+			empty = append(empty, pairs[i])
+		}
+	}
+	if len(empty) == 0 {
+		return nil
+	}
+	return fmt.Errorf("handoff: a%s %s needs %s", map[bool]string{true: "n", false: ""}[what == "offer"], what, strings.Join(empty, ", "))
 }

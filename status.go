@@ -124,7 +124,7 @@ func VerifyStatus(status, offer Element, o StatusOptions) (*VerifiedStatus, erro
 		return fail(ReasonPolicy, "offer", fmt.Errorf("status answers offer %s, not %s", s.Offer, offer.Digest()))
 	}
 	if now := o.Now().Unix(); s.Iat > now+int64(o.Skew/time.Second) {
-		return fail(ReasonStale, "iat", fmt.Errorf("iat %d is later than now %d plus skew", s.Iat, now))
+		return fail(ReasonStale, "iat", fmt.Errorf("issued %s in the future: iat %s is later than now %s plus skew", span(s.Iat-now), unixAt(s.Iat), unixAt(now)))
 	}
 	return &VerifiedStatus{Status: s, Key: key, Misdelivered: misdelivered}, nil
 }

@@ -2,8 +2,11 @@ package handoff
 
 import (
 	"errors"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/quantumlearningmachines/handoff/trust"
 )
 
 // TestStatusWrongAudienceException checks the one exception to
@@ -78,5 +81,58 @@ func TestStatusWrongAudienceException(t *testing.T) {
 				t.Fatalf("Misdelivered %v SetsState %v, want %v %v", vs.Misdelivered, vs.SetsState(), c.misdelivered, c.setsState)
 			}
 		})
+	}
+}
+
+// Signing refuses what no receiver accepts (issue 15): a status without
+// its parties, state or offer digest (D9 checks each), an offer without
+// its parties or hop; every empty member is named.
+func TestSignRefusesWhatNoReceiverAccepts(t *testing.T) {
+	k, err := trust.GenerateKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := NewSigner(k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dg := DigestOf([]byte("an offer"))
+	good := Status{Offer: dg, Iss: "coder", Aud: "planner", Iat: 1, State: StateAccepted}
+	for _, tc := range []struct {
+		rule string
+		mut  func(*Status)
+		want string
+	}{
+		{"D9: iss names a party", func(s *Status) { s.Iss = "" }, "a status needs iss"},
+		{"D9: aud names the other party", func(s *Status) { s.Aud = "" }, "a status needs aud"},
+		{"D9: both named at once", func(s *Status) { s.Iss, s.Aud = "", "" }, "a status needs iss, aud"},
+		{"Status: state", func(s *Status) { s.State = "" }, "a status needs state"},
+		{"D9: the offer digest", func(s *Status) { s.Offer = Digest{} }, "a status needs offer digest"},
+		{"D9: the offer digest's value", func(s *Status) { s.Offer.Val = nil }, "offer digest's value"},
+	} {
+		st := good
+		tc.mut(&st)
+		if _, err := s.SignStatus(&st, FormJWS); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: SignStatus = %v; want an error containing %q", tc.rule, err, tc.want)
+		}
+	}
+	if _, err := s.SignStatus(&good, FormCOSE); err != nil {
+		t.Fatalf("a complete status: %v", err)
+	}
+	o := Offer{Hop: NewHop(), Dialog: "d", Iss: "planner", Aud: "coder", Iat: 1, Exp: 2}
+	for _, tc := range []struct {
+		rule string
+		mut  func(*Offer)
+		want string
+	}{
+		{"Offer: iss", func(o *Offer) { o.Iss = "" }, "an offer needs iss"},
+		{"Offer: aud", func(o *Offer) { o.Aud = "" }, "an offer needs aud"},
+		{"Offer: hop", func(o *Offer) { o.Hop = "" }, "an offer needs hop"},
+	} {
+		oo := o
+		tc.mut(&oo)
+		if _, err := s.SignOffer(&oo, FormJWS); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: SignOffer = %v; want an error containing %q", tc.rule, err, tc.want)
+		}
 	}
 }

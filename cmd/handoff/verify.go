@@ -144,7 +144,12 @@ func cmdVerify(e env, args []string) error {
 		inputs[i] = b
 	}
 	// The octets and salts are the same for every FILE: each one's outer
-	// offer has its refs checked against them (step 7).
+	// offer has its refs checked against them (step 7). An INDEX past
+	// the refs of a FILE's offer would be silently unused: refused, as
+	// any other bad flag, before a verdict.
+	if err := refIndexesInRange(files, inputs, refOctets, refSalts); err != nil {
+		return err
+	}
 	m, err := material(refOctets, refSalts)
 	if err != nil {
 		return err
@@ -232,6 +237,8 @@ func cmdVerify(e env, args []string) error {
 		case res.Outcome == handoff.Retransmission:
 			// Not accepted, and no check failed: say why it is not new.
 			fmt.Fprintf(e.stderr, "handoff: %s: a retransmission: the state file already remembers this offer's (iss, hop) with the same signed content (D5)\n", safeText(f))
+		case res.Outcome == handoff.Accepted:
+			doubts(e, f, res)
 		}
 	}
 	if !allAccepted {
@@ -306,6 +313,66 @@ func cmdVerifyStatus(e env, args []string) error {
 	}
 	if !all {
 		return errNegative
+	}
+	return nil
+}
+
+// doubts names on stderr what an accepted offer leaves unproven, so that
+// exit 0 is never read as more than it says: chain elements no trusted key
+// verified (a partial or unverifiable chain: which index, which iss), and
+// references that did not verify.
+func doubts(e env, f string, res *handoff.Result) {
+	for i, c := range res.Chain {
+		if c.Key == nil && c.Offer != nil {
+			fmt.Fprintf(e.stderr, "handoff: %s: note: chain[%d] (from %s) is not verified: the trust file binds no key to its iss; the chain is %s\n",
+				safeText(f), i, safeText(c.Offer.Iss), res.ChainQuality)
+		}
+	}
+	for i, o := range res.Refs {
+		if o == handoff.RefVerified {
+			continue
+		}
+		what := map[handoff.RefOutcome]string{
+			handoff.RefMismatch:     "the octets given do not match its digest",
+			handoff.RefUnverifiable: "it could not be checked (no octets, salt or proof it can use)",
+			handoff.RefNotChecked:   "it was not checked (give --ref-octets, and --ref-salt for a salted one; --require-refs makes it required)",
+		}[o]
+		if what == "" {
+			what = string(o)
+		}
+		fmt.Fprintf(e.stderr, "handoff: %s: note: ref %d is %s: %s\n", safeText(f), i, o, what)
+	}
+}
+
+// refIndexesInRange refuses a --ref-octets or --ref-salt INDEX that no
+// FILE's offer has a ref at (read without verifying it: the check only
+// names the mistake; files whose offer cannot be read are left to their
+// verdict, and with none readable nothing is refused). Unused, the flag
+// would be silently ignored.
+func refIndexesInRange(files []string, inputs [][]byte, flags ...*indexedFlag) error {
+	most, read := 0, false
+	for _, b := range inputs {
+		if b == nil {
+			continue
+		}
+		h, err := handoff.ParseHandoff(b, handoff.Limits{})
+		if err != nil {
+			continue
+		}
+		if o, _, err := handoff.UnsafeDecode(h.Offer); err == nil && o != nil {
+			most, read = max(most, len(o.Refs)), true
+		}
+	}
+	if !read {
+		return nil
+	}
+	for j, f := range flags {
+		for idx := range f.vals {
+			if idx >= most {
+				name := []string{"--ref-octets", "--ref-salt"}[j]
+				return usagef("%s %d: no FILE's offer has a ref at index %d (the most refs of any is %d; indexes from 0)", name, idx, idx, most)
+			}
+		}
 	}
 	return nil
 }
