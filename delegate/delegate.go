@@ -6,6 +6,13 @@
 // Again", "Knowing the Outcome", "Forks, Concurrency, and Equivocation",
 // "Replay and Freshness").
 //
+// A store's memory begins when it was created or its records were dropped
+// (store.Store.Since): an offer the store has no record of, issued up to
+// that second, is refused with reason "replay" (draft "Replay and
+// Freshness": it may have been taken before the records were lost). A
+// store made a moment ago therefore refuses an offer signed in the same
+// second; store.NewMemory takes the time this delegate's memory began.
+//
 // The flow of one offer:
 //
 //	a, err := d.Receive(ctx, handoffOctets, dialog, sender) // sender: whom the host authenticated, or ""

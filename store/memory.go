@@ -33,7 +33,11 @@ type Memory struct {
 	copies map[[2]string]map[string]*Copy
 }
 
-// NewMemory returns an empty store whose memory begins at now.
+// NewMemory returns an empty store whose memory begins at now: a
+// delegate on it refuses, as a possible replay, an offer issued up to
+// that second that it has no record of (draft "Replay and Freshness").
+// Give the time this delegate's memory really began: a process that has
+// taken no offer before it started may give its own start.
 func NewMemory(now time.Time) *Memory {
 	return &Memory{hops: map[[2]string]*Record{}, issued: map[string]*Issued{}, since: now}
 }
