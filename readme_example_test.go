@@ -47,7 +47,10 @@ func Example_delegator() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	answer := send(wire) // the host protocol carries it: see packages a2ahandoff and mcphandoff
+	// Your host protocol carries wire to the delegate and brings back its
+	// signed status (packages a2ahandoff and mcphandoff do both; a status
+	// received as octets is handoff.ParseElement(octets)).
+	var answer handoff.Element = send(wire)
 
 	keys, err := trust.Load("testdata/example/trust.json") // the coder's public key (handoff trust add)
 	if err != nil {

@@ -59,7 +59,7 @@ var helps = map[string]struct{ about, example string }{
 			"guessable (prompts, short texts): a bare digest of them can be confirmed by guessing.",
 		"handoff ref --salted prompt.txt > prompt.ref"},
 	"demo": {
-		"Runs a planner, a coder and a tester as real A2A and MCP agents on this machine and plays seven\n" +
+		"Runs an assistant, a planner, a coder and a tester as real A2A and MCP agents on this machine and plays seven\n" +
 			"scenarios (a chain of handoffs, a replay, a forgery, a cancel...), one line each.",
 		"handoff demo"},
 	"version": {
@@ -80,10 +80,8 @@ func cmdHelp(e env, args []string) error {
 	case len(args) == 0:
 		_, err := io.WriteString(e.stdout, usage)
 		return err
-	case len(args) > 1:
-		return usagef("want at most one COMMAND")
 	}
-	return describe(e, args[0])
+	return describe(e, args[0]) // "help trust add" describes trust
 }
 
 // describe prints the help of the command name: run with --help, it

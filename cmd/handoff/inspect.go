@@ -1,6 +1,8 @@
 package main
 
 import (
+	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"sort"
@@ -14,7 +16,11 @@ import (
 
 func cmdInspect(e env, args []string) error {
 	fs := newFlags("inspect", e)
-	trustFile := fs.String("trust", "", "a trust file: show which key verified each element")
+	trustFile := fs.String("trust", "", "a trust file: judge the Handoff as its audience would, and show which key verified each element")
+	me := fs.String("me", "", "the receiver to judge it as (default: the offer's aud)")
+	var now unixFlag
+	fs.Var(&now, "now", "the current time, Unix seconds (default: the clock)")
+	asJSON := fs.Bool("json", false, "print what inspect shows as one JSON object, for tools")
 	pos, err := parse(fs, args)
 	if err != nil {
 		return err
@@ -52,14 +58,19 @@ func cmdInspect(e env, args []string) error {
 	if err != nil {
 		return fmt.Errorf("%s: %w", pos[0], err)
 	}
-	return inspectHandoff(w, h, enc, keys)
+	v := judge(b, h, keys, *me, now.now)
+	if *asJSON {
+		return inspectJSON(e, h, enc, keys, v, now.now())
+	}
+	printVerdict(w, v)
+	return inspectHandoff(w, h, enc, keys, now.now())
 }
 
 // isCBORMap reports whether b starts with a CBOR map head (major type 5),
 // as every CBOR Handoff does.
 func isCBORMap(b []byte) bool { return len(b) > 0 && b[0]>>5 == 5 }
 
-func inspectHandoff(w io.Writer, h *handoff.Handoff, enc string, keys *trust.Config) error {
+func inspectHandoff(w io.Writer, h *handoff.Handoff, enc string, keys *trust.Config, now time.Time) error {
 	fmt.Fprintf(w, "Handoff (%s): an offer with a chain of %d\n\n", enc, len(h.Chain))
 	offers := make([]*handoff.Offer, 0, len(h.Chain)+1)
 	for i, el := range h.Chain {
@@ -69,7 +80,7 @@ func inspectHandoff(w io.Writer, h *handoff.Handoff, enc string, keys *trust.Con
 	for _, k := range sortedKeys(h.Extra) {
 		fmt.Fprintf(w, "unknown Handoff member %s (kept, not signed)\n\n", safeText(strconv.Quote(k)))
 	}
-	drawChain(w, h, offers)
+	drawChain(w, h, offers, keys, now)
 	return nil
 }
 
@@ -190,7 +201,7 @@ func keyRows(row func(k, format string, args ...any), el handoff.Element, iss st
 // drawChain draws the chain oldest first: each agent, and between two
 // agents the offer that handed the work over, with its hop, form and
 // whether its prev link and continuity hold.
-func drawChain(w io.Writer, h *handoff.Handoff, offers []*handoff.Offer) {
+func drawChain(w io.Writer, h *handoff.Handoff, offers []*handoff.Offer, keys *trust.Config, now time.Time) {
 	fmt.Fprintln(w, "Chain, oldest first:")
 	fmt.Fprintln(w)
 	els := append(append([]handoff.Element{}, h.Chain...), h.Offer)
@@ -222,6 +233,12 @@ func drawChain(w io.Writer, h *handoff.Handoff, offers []*handoff.Offer) {
 		}
 		fmt.Fprintf(w, "      │ hop %s  %s  %s  %s\n", safeText(short(o.Hop)), els[i].Form,
 			time.Unix(o.Iat, 0).UTC().Format("15:04:05"), link)
+		if m := marks(els[i], o, keys, now); m != "" {
+			fmt.Fprintf(w, "      │ %s\n", m)
+		}
+		if o.Obo != nil {
+			fmt.Fprintf(w, "      │ on behalf of %s\n", safeText(principal(o.Obo)))
+		}
 		fmt.Fprintf(w, "      ▼\n")
 		fmt.Fprintf(w, "  %s\n", agentLine(o.Aud))
 	}
@@ -271,4 +288,202 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	sort.Strings(keys)
 	return keys
+}
+
+// verdict is what a receiver with the trust file would decide on the
+// Handoff: inspect's first line.
+type verdict struct {
+	Checked    bool   `json:"checked"` // false without --trust
+	Me         string `json:"me,omitempty"`
+	Result     string `json:"result,omitempty"`
+	Reason     string `json:"reason,omitempty"`
+	Chain      string `json:"chain,omitempty"`
+	Error      string `json:"error,omitempty"`
+	OnBehalfOf string `json:"on_behalf_of,omitempty"`
+}
+
+// judge runs the receiving checks on b as me (default: the offer's aud)
+// would, with a fresh memory, in the offer's own dialog: what its audience
+// decides, if it has these keys. Without keys nothing is judged.
+func judge(b []byte, h *handoff.Handoff, keys *trust.Config, me string, now func() time.Time) verdict {
+	o, _, _ := handoff.UnsafeDecode(h.Offer)
+	var v verdict
+	v.OnBehalfOf = onBehalfOf(h)
+	if keys == nil {
+		return v
+	}
+	v.Checked = true
+	dialog := ""
+	if o != nil {
+		dialog = o.Dialog
+		if me == "" {
+			me = o.Aud
+		}
+	}
+	v.Me = me
+	r, err := handoff.NewReceiver(handoff.Options{Me: me, Keys: keys, Now: now})
+	if err != nil {
+		v.Error = err.Error()
+		return v
+	}
+	res, err := r.Receive(context.Background(), b, dialog)
+	if res == nil {
+		v.Error = err.Error()
+		return v
+	}
+	v.Result, v.Reason, v.Chain = string(res.Outcome), string(res.Reason), string(res.ChainQuality)
+	if res.Err != nil {
+		v.Error = res.Err.Error()
+	}
+	return v
+}
+
+func printVerdict(w io.Writer, v verdict) {
+	var line string
+	switch {
+	case !v.Checked:
+		line = "none (give --trust TRUSTFILE to judge it as its audience would)"
+	case v.Result == "":
+		line = "none: " + v.Error
+	case v.Result == string(handoff.Accepted):
+		line = fmt.Sprintf("accepted by %s; chain %s", v.Me, v.Chain)
+	default:
+		line = fmt.Sprintf("%s (%s) by %s: %s", v.Result, v.Reason, v.Me, v.Error)
+	}
+	// Escaped and folded as the rows are: the verdict may quote what a
+	// hostile signer put in the offer.
+	head := func(label, text string) {
+		for i, part := range fold(safeText(text), foldWidth) {
+			if i == 0 {
+				fmt.Fprintf(w, "%-13s %s\n", label, part)
+			} else {
+				fmt.Fprintf(w, "%-13s ↳ %s\n", "", part)
+			}
+		}
+	}
+	head("Verdict:", line)
+	if v.OnBehalfOf != "" {
+		head("On behalf of:", v.OnBehalfOf)
+	}
+	fmt.Fprintln(w)
+}
+
+// onBehalfOf names the principal the work is done for: the offer's obo,
+// else the latest one in the chain (with where it is stated).
+func onBehalfOf(h *handoff.Handoff) string {
+	if o, _, _ := handoff.UnsafeDecode(h.Offer); o != nil && o.Obo != nil {
+		return principal(o.Obo)
+	}
+	for i := len(h.Chain) - 1; i >= 0; i-- {
+		if o, _, _ := handoff.UnsafeDecode(h.Chain[i]); o != nil && o.Obo != nil {
+			return fmt.Sprintf("%s (stated by chain[%d])", principal(o.Obo), i)
+		}
+	}
+	return ""
+}
+
+// principal names an obo principal.
+func principal(p *handoff.Principal) string {
+	if p.Iss != "" {
+		return fmt.Sprintf("%q (in the namespace of %q)", p.Sub, p.Iss)
+	}
+	return strconv.Quote(p.Sub)
+}
+
+// marks are the chain picture's notes on one offer: whether a trusted key
+// verified it, and whether it has expired.
+func marks(el handoff.Element, o *handoff.Offer, keys *trust.Config, now time.Time) string {
+	var m []string
+	if keys != nil {
+		if _, err := handoff.VerifyElement(el, keys); err == nil {
+			m = append(m, "trusted")
+		} else {
+			m = append(m, "UNTRUSTED")
+		}
+	}
+	if n := now.Unix(); o.Exp <= n {
+		m = append(m, "expired "+(time.Duration(min(n-o.Exp, maxSeconds))*time.Second).String()+" ago")
+	}
+	if len(m) == 0 {
+		return ""
+	}
+	return strings.Join(m, ", ")
+}
+
+// inspected is inspect --json: the verdict, then every element, oldest
+// first.
+type inspected struct {
+	Encoding string        `json:"encoding"`
+	Verdict  verdict       `json:"verdict"`
+	Elements []inspectedEl `json:"elements"`
+}
+
+type inspectedEl struct {
+	Label   string   `json:"label"`
+	Form    string   `json:"form"`
+	Octets  int      `json:"octets"`
+	Digest  string   `json:"digest"`
+	Type    string   `json:"type"` // "offer", "status" or "unreadable"
+	Error   string   `json:"error,omitempty"`
+	Hop     string   `json:"hop,omitempty"`
+	Iss     string   `json:"iss,omitempty"`
+	Aud     string   `json:"aud,omitempty"`
+	Dialog  string   `json:"dialog,omitempty"`
+	Task    string   `json:"task,omitempty"`
+	Iat     int64    `json:"iat,omitempty"`
+	Exp     int64    `json:"exp,omitempty"`
+	Expired bool     `json:"expired"`
+	Obo     *oboJSON `json:"obo,omitempty"`
+	Prev    string   `json:"prev,omitempty"`
+	Refs    int      `json:"refs"`
+	Key     string   `json:"key"` // "verified", "untrusted" or "not-checked"
+	Kid     string   `json:"kid,omitempty"`
+}
+
+// oboJSON is an offer's obo in inspect --json.
+type oboJSON struct {
+	Sub string `json:"sub"`
+	Iss string `json:"iss,omitempty"`
+}
+
+func inspectJSON(e env, h *handoff.Handoff, enc string, keys *trust.Config, v verdict, now time.Time) error {
+	out := inspected{Encoding: enc, Verdict: v}
+	els := append(append([]handoff.Element{}, h.Chain...), h.Offer)
+	for i, el := range els {
+		label := "offer"
+		if i < len(h.Chain) {
+			label = fmt.Sprintf("chain[%d]", i)
+		}
+		x := inspectedEl{Label: label, Form: el.Form.String(), Octets: len(el.Octets), Digest: el.Digest().String(), Key: "not-checked"}
+		if keys != nil {
+			if k, err := handoff.VerifyElement(el, keys); err == nil {
+				x.Key, x.Kid = "verified", k.Kid
+			} else {
+				x.Key = "untrusted"
+			}
+		}
+		o, s, err := handoff.UnsafeDecode(el)
+		switch {
+		case err != nil:
+			x.Type, x.Error = "unreadable", err.Error()
+		case o != nil:
+			x.Type, x.Hop, x.Iss, x.Aud, x.Dialog, x.Task, x.Iat, x.Exp = "offer", o.Hop, o.Iss, o.Aud, o.Dialog, o.Task, o.Iat, o.Exp
+			x.Expired, x.Refs = o.Exp <= now.Unix(), len(o.Refs)
+			if o.Obo != nil {
+				x.Obo = &oboJSON{Sub: o.Obo.Sub, Iss: o.Obo.Iss}
+			}
+			if o.Prev != nil {
+				x.Prev = o.Prev.String()
+			}
+		case s != nil:
+			x.Type, x.Iss, x.Aud, x.Iat, x.Refs = "status", s.Iss, s.Aud, s.Iat, len(s.Refs)
+		}
+		out.Elements = append(out.Elements, x)
+	}
+	b, err := json.Marshal(out)
+	if err != nil {
+		return err
+	}
+	_, err = e.stdout.Write(append(safeJSON(b), '\n'))
+	return err
 }

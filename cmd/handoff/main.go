@@ -159,7 +159,12 @@ func parse(fs *flag.FlagSet, args []string) ([]string, error) {
 			if errors.Is(err, flag.ErrHelp) {
 				return nil, helpError{fs}
 			}
-			return nil, usageError{err.Error()}
+			// The flag package names flags with one dash; this command's
+			// words use two, and say where the flags are described.
+			msg := strings.Replace(err.Error(), "flag provided but not defined: -", "unknown flag --", 1)
+			msg = strings.Replace(msg, " for flag -", " for --", 1)
+			msg = strings.Replace(msg, "flag needs an argument: -", "flag needs an argument: --", 1)
+			return nil, usagef("%s (\"handoff help %s\" lists the flags)", msg, fs.Name())
 		}
 		args = fs.Args()
 		if len(args) == 0 {

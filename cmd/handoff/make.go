@@ -8,7 +8,9 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/quantumlearningmachines/handoff"
@@ -172,7 +174,7 @@ func readHandoff(path string) (*handoff.Handoff, error) {
 	}
 	h, err := handoff.ParseHandoff(b, handoff.Limits{})
 	if err != nil {
-		return nil, withHint(fmt.Errorf("%s is not a valid Handoff: %w", path, err), path, kindHandoff)
+		return nil, withHintAs(fmt.Errorf("%s is not a valid Handoff: %w", path, err), path, kindHandoff, true) // every caller reads --from
 	}
 	return h, nil
 }
@@ -356,7 +358,7 @@ func cmdStatus(e env, args []string) error {
 	keyFile := fs.String("key", "", "the sender's private key `KEYFILE` (JWK)")
 	from := fs.String("from", "", "the Handoff whose offer this status answers")
 	state := fs.String("state", "", "accepted, rejected, completed, failed or canceled")
-	reason := fs.String("reason", "", "the reason code")
+	reason := fs.String("reason", "", "the reason code, with rejected or failed: "+strings.Join(reasonCodes(), ", "))
 	detail := fs.String("detail", "", "free text for people")
 	iss := fs.String("iss", "", "the sender (default: the offer's aud; its iss for canceled)")
 	var now unixFlag
@@ -384,6 +386,16 @@ func cmdStatus(e env, args []string) error {
 	case handoff.StateAccepted, handoff.StateRejected, handoff.StateCompleted, handoff.StateFailed, handoff.StateCanceled:
 	default:
 		return usagef("--state %q is not one of accepted, rejected, completed, failed, canceled", *state)
+	}
+	// A reason that contradicts the state, or that no receiver knows: the
+	// draft registers the codes, and a rejection says why.
+	switch r := handoff.Reason(*reason); {
+	case st == handoff.StateRejected && r == "":
+		fmt.Fprintln(e.stderr, "handoff: warning: a rejected status without --reason: the delegator cannot tell why (the draft's codes: "+strings.Join(reasonCodes(), ", ")+")")
+	case r != "" && st != handoff.StateRejected && st != handoff.StateFailed:
+		fmt.Fprintf(e.stderr, "handoff: warning: --reason %s with --state %s: a reason explains a rejected or failed status\n", safeText(*reason), st)
+	case r != "" && !slices.Contains(reasonCodes(), *reason):
+		fmt.Fprintf(e.stderr, "handoff: warning: --reason %s is not one of the draft's codes (%s): receivers may not know it\n", safeText(*reason), strings.Join(reasonCodes(), ", "))
 	}
 	key, _, err := loadKey(e, *keyFile)
 	if err != nil {
@@ -480,4 +492,12 @@ func keyOfParty(e env, key *ecdsa.PrivateKey, offerEl handoff.Element, o *handof
 			k.Kid, o.Iss, st, sender)
 	}
 	return nil
+}
+
+// reasonCodes are the draft's reason codes.
+func reasonCodes() []string {
+	return []string{string(handoff.ReasonBadSignature), string(handoff.ReasonUntrustedKey), string(handoff.ReasonWrongAudience),
+		string(handoff.ReasonStale), string(handoff.ReasonReplay), string(handoff.ReasonEquivocation), string(handoff.ReasonBrokenChain),
+		string(handoff.ReasonCycle), string(handoff.ReasonTooDeep), string(handoff.ReasonUnverifiableRef), string(handoff.ReasonRefMismatch),
+		string(handoff.ReasonPolicy)}
 }

@@ -98,9 +98,9 @@ func cmdVerify(e env, args []string) error {
 	fs.Var(skewFlag{&skew}, "skew", "clock skew allowed, seconds (default 60; 0 for none)")
 	fs.Var(secondsFlag{&maxLife}, "max-lifetime", "maximum exp - iat, seconds (default 300)")
 	maxChain := fs.Int("max-chain", handoff.DefaultLimits().MaxChain, "maximum chain length")
-	dialog := fs.String("dialog", "", "the host message's dialog id")
+	dialog := fs.String("dialog", "", "the host message's dialog id; without it step 5 (the offer's dialog is the host's) is not checked")
 	full := fs.Bool("require-full-chain", false, "reject an offer with a prev whose chain is not full")
-	stateDir := fs.String("state", "", "keep the replay memory in `DIR` across runs")
+	stateDir := fs.String("state", "", "keep the replay memory in `DIR` across runs (default: in memory, for this run only)")
 	requireRefs := fs.Bool("require-refs", false, "every ref of the outer offer must verify")
 	refOctets := &indexedFlag{}
 	fs.Var(refOctets, "ref-octets", "`INDEX=FILE`: the octets of the outer offer's ref INDEX (0-based; repeatable)")

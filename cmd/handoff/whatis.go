@@ -80,12 +80,17 @@ func whatIs(b []byte) fileKind {
 
 // hintFor is the advice for file, of kind k, given where want is expected
 // ("" when it is what was wanted, or when nothing useful can be said).
-func hintFor(file string, k fileKind, want fileKind) string {
+func hintFor(file string, k fileKind, want fileKind) string { return hintAs(file, k, want, false) }
+
+// hintAs is hintFor for a file given as --from (asFrom) or not.
+func hintAs(file string, k fileKind, want fileKind, asFrom bool) string {
 	if k == want || k == kindUnknown {
 		return ""
 	}
 	what := fmt.Sprintf("%s is %s", safeText(file), kindNames[k])
 	switch {
+	case want == kindHandoff && k == kindStatus && asFrom:
+		return what + ": --from takes the Handoff that carried the offer it answers, not a status"
 	case want == kindHandoff && k == kindStatus:
 		return what + "; check it with: handoff verify-status --trust TRUSTFILE --from HANDOFF " + safeText(file)
 	case want == kindHandoff && k == kindOffer:
@@ -118,7 +123,10 @@ func (h hinted) Unwrap() error { return h.err }
 
 // withHint adds to err the hint for the file at path, when it is not the
 // kind wanted.
-func withHint(err error, path string, want fileKind) error {
+func withHint(err error, path string, want fileKind) error { return withHintAs(err, path, want, false) }
+
+// withHintAs is withHint for a file given as --from (asFrom) or not.
+func withHintAs(err error, path string, want fileKind, asFrom bool) error {
 	if err == nil {
 		return nil
 	}
@@ -126,7 +134,7 @@ func withHint(err error, path string, want fileKind) error {
 	if rerr != nil {
 		return err
 	}
-	if h := hintFor(path, whatIs(b), want); h != "" {
+	if h := hintAs(path, whatIs(b), want, asFrom); h != "" {
 		return hinted{err, h}
 	}
 	return err
