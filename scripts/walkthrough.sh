@@ -9,7 +9,9 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 cd "$work"
 (cd "$repo" && go build -o "$work/handoff" ./cmd/handoff)
-say() { printf '\n\033[1m$ %s\033[0m\n' "$*"; }
+# Bold only on a terminal: redirected to a file, the text stays plain.
+if [ -t 1 ]; then bold=$'\033[1m' plain=$'\033[0m'; else bold='' plain=''; fi
+say() { printf '\n%s$ %s%s\n' "$bold" "$*" "$plain"; }
 run() { say "$*"; "$@"; }
 
 A=https://assistant.example P=https://planner.example C=https://coder.example
