@@ -27,9 +27,11 @@ var helps = map[string]struct{ about, example string }{
 	"trust": {
 		"Builds and reads trust files: which keys each agent signs with. A receiver uses a key only if its\n" +
 			"trust file binds it to the message's iss (draft \"Learning Keys\").\n" +
-			"  trust add --id ID KEYFILE [TRUSTFILE]  binds the public key in KEYFILE to ID, creating TRUSTFILE or\n" +
-			"                                         adding to it (without TRUSTFILE: prints the new file)\n" +
-			"  trust list TRUSTFILE                   prints one line per key: the agent id, the kid and the alg",
+			"  trust add --id ID KEYFILE [TRUSTFILE]\n" +
+			"      binds the public key in KEYFILE to ID, creating TRUSTFILE or adding to\n" +
+			"      it (without TRUSTFILE: prints the new file)\n" +
+			"  trust list TRUSTFILE\n" +
+			"      prints one line per key: the agent id, the kid and the alg",
 		"handoff trust add --id https://planner.example planner.pub.jwk trust.json"},
 	"offer": {
 		"Signs an offer from --iss (the delegator, whose key is --key) to --aud (the delegate) and prints the\n" +
@@ -106,7 +108,7 @@ func commandHelp(name string, fs *flag.FlagSet) string {
 	b.WriteString(commandUsage(name))
 	h := helps[name]
 	if h.about != "" {
-		b.WriteString("\n" + h.about + "\n")
+		b.WriteString("\n" + wrap(h.about, 78) + "\n")
 	}
 	if fs != nil {
 		args := synopsisArgs(commandUsage(name))
@@ -124,11 +126,13 @@ func commandHelp(name string, fs *flag.FlagSet) string {
 			if arg != "" {
 				b.WriteString(" " + arg)
 			}
-			b.WriteString("\n        " + meaning)
 			if d := f.DefValue; d != "" && d != "false" && d != "0" && d != "[]" && !strings.Contains(meaning, "(default") {
-				fmt.Fprintf(&b, " (default %s)", d)
+				meaning += fmt.Sprintf(" (default %s)", d)
 			}
 			b.WriteString("\n")
+			for _, line := range strings.Split(wrap(meaning, 70), "\n") {
+				b.WriteString("        " + line + "\n")
+			}
 		})
 	}
 	if h.example != "" {
@@ -185,4 +189,39 @@ func cmdVersion(e env, args []string) error {
 	}
 	_, err = fmt.Fprintf(e.stdout, "handoff %s\ndraft: %s\ngo: %s %s/%s\n", version, handoff.DraftRevision, runtime.Version(), runtime.GOOS, runtime.GOARCH)
 	return err
+}
+
+// wrap refills text to lines of at most width columns, joining the lines
+// of a paragraph; a line that begins with a space (a table of
+// subcommands) is kept as it is.
+func wrap(text string, width int) string {
+	var out []string
+	var words []string
+	flush := func() {
+		line := ""
+		for _, w := range words {
+			if line != "" && len(line)+1+len(w) > width {
+				out = append(out, line)
+				line = ""
+			}
+			if line != "" {
+				line += " "
+			}
+			line += w
+		}
+		if line != "" {
+			out = append(out, line)
+		}
+		words = nil
+	}
+	for _, l := range strings.Split(text, "\n") {
+		if strings.HasPrefix(l, " ") {
+			flush()
+			out = append(out, l)
+			continue
+		}
+		words = append(words, strings.Fields(l)...)
+	}
+	flush()
+	return strings.Join(out, "\n")
 }
