@@ -56,7 +56,7 @@ func TestREADMETour(t *testing.T) {
 		pat := regexp.QuoteMeta(w)
 		pat = regexp.MustCompile(`<[a-z ]+>`).ReplaceAllString(pat, `\S+`)
 		pat = strings.ReplaceAll(pat, " ", " +")
-		if !regexp.MustCompile("(?m)^"+pat+"$").Match(out) {
+		if !regexp.MustCompile("(?m)^" + pat + "$").Match(out) {
 			t.Errorf("the tour's output has no line %q:\n%s", w, out)
 		}
 	}
