@@ -5,8 +5,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/quantumlearningmachines/handoff/trust"
 )
 
 // TestStatusWrongAudienceException checks the one exception to
@@ -88,14 +86,7 @@ func TestStatusWrongAudienceException(t *testing.T) {
 // its parties, state or offer digest (D9 checks each), an offer without
 // its parties or hop; every empty member is named.
 func TestSignRefusesWhatNoReceiverAccepts(t *testing.T) {
-	k, err := trust.GenerateKey()
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := NewSigner(k)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := newFixture(t).signers["coder"]
 	dg := DigestOf([]byte("an offer"))
 	good := Status{Offer: dg, Iss: "coder", Aud: "planner", Iat: 1, State: StateAccepted}
 	for _, tc := range []struct {

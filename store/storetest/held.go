@@ -80,73 +80,35 @@ func testClaimRefusedWhileHeld(t *testing.T, s store.Store) {
 	}
 }
 
-// ClaimHoldRace races, for many offers, a claim on claimer with a hold of
-// a cancel for the same offer on holder followed by a read of the hop
-// there (a delegate's Cancel): the two must be ordered (Store.Claim).
-// Either the claim is refused and nothing is written, or it is stored and
-// the read after the hold finds it; never a claim stored that the holder
-// does not see, which would leave work running under a held cancel.
-// claimer and holder may be one store or two handles on one database.
+// ClaimHoldRace races, for many offers, claims on claimer with a hold of a
+// cancel for the same offer on holder followed by a read of the hop there
+// (a delegate's Cancel): the two must be ordered (Store.Claim). Either
+// every claim is refused and nothing is written, or one is stored (the
+// others given its record) and the read after the hold finds it; never a
+// claim stored that the holder does not see, which would leave work
+// running under a held cancel. It races lone claims, then claims among 24
+// others (so that stores which commit claims in groups race the hold
+// inside a group), two of the raced hop, with an unrelated cancel held
+// (so that a group looks for held cancels at all). claimer and holder may
+// be one store or two handles on one database.
 func ClaimHoldRace(t *testing.T, claimer, holder store.Store) {
-	ctx := t.Context()
-	refused, stored := 0, 0
-	for i := range 64 {
-		hop := fmt.Sprintf("race-%d", i)
-		var cerr, herr, gerr error
-		var ok bool
-		start := make(chan struct{})
-		var wg sync.WaitGroup
-		wg.Go(func() { <-start; _, ok, cerr = claimer.Claim(ctx, NewRecord(hop, store.Accepted, 0)) })
-		wg.Go(func() {
-			<-start
-			if herr = holder.Hold(ctx, newHeld(Iss, hop, 0), heldLim); herr == nil {
-				_, gerr = holder.Get(ctx, Iss, hop)
-			}
-		})
-		close(start)
-		wg.Wait()
-		if herr != nil {
-			t.Fatalf("%s: Hold: %v", hop, herr)
-		}
-		switch {
-		case errors.Is(cerr, store.ErrCancelHeld):
-			refused++
-			if !errors.Is(gerr, store.ErrNotFound) {
-				t.Fatalf("%s: the claim was refused, yet the read after the hold = %v", hop, gerr)
-			}
-		case cerr != nil:
-			t.Fatalf("%s: Claim: %v", hop, cerr)
-		case !ok:
-			t.Fatalf("%s: a first claim was not stored", hop)
-		default:
-			stored++
-			if gerr != nil {
-				t.Fatalf("%s: the claim was stored, yet the read after the hold = %v: work would run under a held cancel", hop, gerr)
-			}
-		}
-		if !take(t, holder, newHeld(Iss, hop, 0), nil) {
-			t.Fatalf("%s: the held cancel is gone", hop)
-		}
-	}
-	t.Logf("%d claims refused, %d stored before the hold", refused, stored)
-	claimHoldRaceBatched(t, claimer, holder)
+	claimHoldRounds(t, claimer, holder, "race", 64, 0, 1)
+	mustHold(t, holder, newHeld(Iss, "unrelated", 0), heldLim)
+	claimHoldRounds(t, claimer, holder, "batch", 40, 24, 2)
 }
 
-// claimHoldRaceBatched is ClaimHoldRace among concurrent claims, so that
-// stores which commit claims in groups race the hold inside a group, with
-// two claims of the raced hop in it and an unrelated cancel held (so a
-// group looks for held cancels at all).
-func claimHoldRaceBatched(t *testing.T, claimer, holder store.Store) {
+// claimHoldRounds runs rounds of ClaimHoldRace, each with fillers other
+// claims and claims claims of the raced hop.
+func claimHoldRounds(t *testing.T, claimer, holder store.Store, prefix string, rounds, fillers, claims int) {
 	ctx := t.Context()
-	mustHold(t, holder, newHeld(Iss, "unrelated", 0), heldLim)
-	for i := range 40 {
-		hop := fmt.Sprintf("batch-%d", i)
-		var errs [2]error
-		var ok [2]bool
+	refused, stored := 0, 0
+	for i := range rounds {
+		hop := fmt.Sprintf("%s-%d", prefix, i)
+		errs, ok := make([]error, claims), make([]bool, claims)
 		var herr, gerr error
 		start := make(chan struct{})
 		var wg sync.WaitGroup
-		for j := range 24 {
+		for j := range fillers {
 			wg.Go(func() {
 				<-start
 				if _, _, err := claimer.Claim(ctx, NewRecord(fmt.Sprintf("%s-filler-%d", hop, j), store.Accepted, 0)); err != nil {
@@ -154,7 +116,7 @@ func claimHoldRaceBatched(t *testing.T, claimer, holder store.Store) {
 				}
 			})
 		}
-		for j := range 2 {
+		for j := range claims {
 			wg.Go(func() { <-start; _, ok[j], errs[j] = claimer.Claim(ctx, NewRecord(hop, store.Accepted, 0)) })
 		}
 		wg.Go(func() {
@@ -168,28 +130,35 @@ func claimHoldRaceBatched(t *testing.T, claimer, holder store.Store) {
 		if herr != nil {
 			t.Fatalf("%s: Hold: %v", hop, herr)
 		}
-		recorded := false
+		recorded, wins := false, 0
 		for j, err := range errs {
 			switch {
 			case err == nil:
-				recorded = true // stored, or the other claim's record returned
+				recorded = true // stored, or the stored claim's record returned
+				if ok[j] {
+					wins++
+				}
 			case !errors.Is(err, store.ErrCancelHeld):
 				t.Fatalf("%s: claim %d: %v", hop, j, err)
 			}
 		}
-		if ok[0] && ok[1] {
-			t.Fatalf("%s: both claims stored", hop)
-		}
-		if recorded && gerr != nil {
-			t.Fatalf("%s: a claim was recorded, yet the read after the hold = %v: work would run under a held cancel", hop, gerr)
-		}
-		if !recorded && !errors.Is(gerr, store.ErrNotFound) {
-			t.Fatalf("%s: both claims refused, yet the read after the hold = %v", hop, gerr)
+		switch {
+		case recorded && wins != 1:
+			t.Fatalf("%s: %d claims stored; want one", hop, wins)
+		case recorded && gerr != nil:
+			t.Fatalf("%s: a claim was stored, yet the read after the hold = %v: work would run under a held cancel", hop, gerr)
+		case !recorded && !errors.Is(gerr, store.ErrNotFound):
+			t.Fatalf("%s: every claim was refused, yet the read after the hold = %v", hop, gerr)
+		case recorded:
+			stored++
+		default:
+			refused++
 		}
 		if !take(t, holder, newHeld(Iss, hop, 0), nil) {
 			t.Fatalf("%s: the held cancel is gone", hop)
 		}
 	}
+	t.Logf("%s: %d rounds refused, %d stored before the hold", prefix, refused, stored)
 }
 
 var heldLim = store.HoldLimits{Total: 100, PerIss: 50}
