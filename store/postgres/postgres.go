@@ -43,12 +43,11 @@ var dialect = sqlhop.Dialect{
 	// it exclusively, claims share it, so claims never wait for each
 	// other nor for a Hold of another offer.
 	LockOffer: `SELECT pg_advisory_xact_lock(7266617, handoff_offer_key($1, $2, $3))`,
-	// A group commit shares its offers' locks in one statement, then
-	// reads the cancels held for them in one more.
-	ShareOffers: `SELECT pg_advisory_xact_lock_shared(7266617, handoff_offer_key(u.i, u.a, u.d))
-		FROM unnest($1::text[], $2::text[], $3::bytea[]) AS u(i, a, d)`,
-	HeldAmong: `SELECT h.iss, h.offer_alg, h.offer FROM held_cancels h
-		JOIN unnest($1::text[], $2::text[], $3::bytea[]) AS u(i, a, d) ON h.iss = u.i AND h.offer_alg = u.a AND h.offer = u.d`,
+	// A group commit shares its offers' locks and reads the cancels held
+	// for them in one round trip (handoff_held_among, migration 9: the
+	// read, a statement of its own inside the function, sees what
+	// committed while the locks were awaited).
+	HeldAmong: `SELECT o_iss, o_alg, o_offer FROM handoff_held_among($1::text[], $2::text[], $3::bytea[])`,
 	// A lone checked claim takes its lock and inserts in one round trip:
 	// the function (migration 9) runs its statements in order, each seeing
 	// what committed before it began, so the insert sees any Hold that
@@ -181,6 +180,13 @@ DECLARE n INTEGER; BEGIN
     p_equivocated, p_received, p_keep_until, p_decided
   WHERE NOT EXISTS (SELECT 1 FROM held_cancels WHERE iss = p_iss AND offer_alg = p_digest_alg AND offer = p_digest)
   ON CONFLICT (iss, hop) DO NOTHING; GET DIAGNOSTICS n = ROW_COUNT; RETURN n; END
+$$;
+CREATE FUNCTION handoff_held_among(p_iss TEXT[], p_alg TEXT[], p_digest BYTEA[])
+RETURNS TABLE (o_iss TEXT, o_alg TEXT, o_offer BYTEA) LANGUAGE plpgsql VOLATILE AS $$
+BEGIN
+  PERFORM pg_advisory_xact_lock_shared(7266617, handoff_offer_key(u.i, u.a, u.d)) FROM unnest(p_iss, p_alg, p_digest) AS u(i, a, d); RETURN QUERY
+  SELECT h.iss, h.offer_alg, h.offer FROM held_cancels h
+  JOIN unnest(p_iss, p_alg, p_digest) AS u(i, a, d) ON h.iss = u.i AND h.offer_alg = u.a AND h.offer = u.d; END
 $$`},
 }
 

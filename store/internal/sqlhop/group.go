@@ -231,7 +231,7 @@ func (s *DB) claimBatch(batch []claimReq, results []claimRes) (committing bool, 
 // the offers of its checked claims (store.CheckedClaim), and returns
 // which claims one is held for. Where the dialect locks offers, their
 // locks are shared first (so a Hold of one commits either before the
-// look or after this commit) and the look is one statement; otherwise
+// look or after this commit), in the look's one statement; otherwise
 // one read says whether any cancel is held, and only then is each offer
 // looked up.
 func (s *DB) batchHeld(ctx context.Context, tx *sql.Tx, batch []claimReq) (func(*store.Record) bool, error) {
@@ -247,10 +247,7 @@ func (s *DB) batchHeld(ctx context.Context, tx *sql.Tx, batch []claimReq) (func(
 	}
 	held := map[string]bool{}
 	key := func(iss, alg string, digest []byte) string { return iss + "\x00" + alg + "\x00" + string(digest) }
-	if s.d.ShareOffers != "" {
-		if _, err := tx.ExecContext(ctx, s.d.ShareOffers, iss, algs, digests); err != nil {
-			return nil, err
-		}
+	if s.d.HeldAmong != "" {
 		rows, err := tx.QueryContext(ctx, s.d.HeldAmong, iss, algs, digests)
 		if err != nil {
 			return nil, err

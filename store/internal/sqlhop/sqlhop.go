@@ -44,16 +44,16 @@ type Dialect struct {
 	GroupCommit bool
 	// LockOffer, run in Hold's transaction (after LockWork) with the
 	// held cancel's iss, digest algorithm and digest, takes the offer's
-	// lock exclusively; ShareOffers, run first in a group commit's
+	// lock exclusively; HeldAmong, run first in a group commit's
 	// transaction with three arrays (iss, algorithm, digest of each offer
-	// claimed), shares those offers' locks; HeldAmong, with the same
-	// arrays, returns (iss, offer_alg, offer) of the cancels held among
-	// them. So a claim's look for a held cancel and its insert are one
-	// step with respect to Hold (PostgreSQL: under READ COMMITTED a
-	// statement sees only what committed before it began). Unset
-	// (SQLite, whose writes are serialized), a group commit asks whether
-	// any cancel is held, then looks up each offer.
-	LockOffer, ShareOffers, HeldAmong string
+	// claimed), shares those offers' locks and then returns (iss,
+	// offer_alg, offer) of the cancels held among them. So a claim's look
+	// for a held cancel and its insert are one step with respect to Hold
+	// (PostgreSQL: under READ COMMITTED a statement sees only what
+	// committed before it began). Unset (SQLite, whose writes are
+	// serialized), a group commit asks whether any cancel is held, then
+	// looks up each offer.
+	LockOffer, HeldAmong string
 	// ClaimChecked, when set, is a query for a lone claim refused while a
 	// cancel is held for its offer, sharing the offer's lock itself: it
 	// takes the hopCols' values and returns the count of rows inserted. Unset, the claim is one INSERT ... SELECT ...
