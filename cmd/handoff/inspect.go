@@ -46,8 +46,8 @@ func cmdInspect(e env, args []string) error {
 		if el.Form == handoff.FormInvalid {
 			return fmt.Errorf("%s is neither a Handoff nor a signed element", pos[0])
 		}
-		fmt.Fprintf(w, "Signed element (%s), %d octets\n\n", el.Form, len(el.Octets))
-		inspectElement(w, "element", el, keys)
+		// A status (or offer) alone: its row says its form and size.
+		inspectElement(w, "Signed element:", el, keys)
 		return nil
 	}
 	enc := "JSON"
