@@ -231,3 +231,33 @@ func TestHeldCancelDefaultTotal(t *testing.T) {
 		}
 	}
 }
+
+// A held cancel past its keep-until, not yet swept, does not refuse its
+// offer for ever: the store refuses the claim (store.ErrCancelHeld), the
+// delegate finds the cancel expired, drops it and claims again (decision
+// 76). The offer is taken, and nothing stays held.
+func TestExpiredHeldCancelDoesNotRefuse(t *testing.T) {
+	for name, s := range openStores(t, newWorld(t)) {
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			w := newWorld(t)
+			start := w.clock()
+			s.Forget(ctx, start.Add(-time.Hour))
+			d := w.delegate(s, nil)
+			w.now = start.Add(500 * time.Second) // the offer is issued late...
+			b, o := w.offer("")
+			w.now = start // ...and a cancel naming it is held early (kept 420 s)
+			if _, err := d.Cancel(ctx, cancelStatus(t, w, b), o.Iss, o.Hop); !errors.Is(err, store.ErrNotFound) {
+				t.Fatalf("early cancel: %v; want it held", err)
+			}
+			w.now = start.Add(501 * time.Second) // the offer is fresh, the held cancel expired
+			a, err := d.Receive(ctx, b, "ctx", "planner")
+			if err != nil || !a.Take {
+				t.Fatalf("Receive: %+v, %v; want taken", a, err)
+			}
+			if h, err := s.HeldFor(ctx, o.Iss, *a.Result.OfferDigest); err == nil {
+				t.Fatalf("the expired cancel is still held: %+v", h)
+			}
+		})
+	}
+}
