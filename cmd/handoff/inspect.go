@@ -237,7 +237,15 @@ func drawChain(w io.Writer, h *handoff.Handoff, offers []*handoff.Offer, keys *t
 			fmt.Fprintf(w, "      │ %s\n", m)
 		}
 		if o.Obo != nil {
-			fmt.Fprintf(w, "      │ on behalf of %s\n", safeText(principal(o.Obo)))
+			// Folded as the rows are: a long sub must not wrap onto a
+			// line of its own choosing.
+			for j, part := range fold(safeText("on behalf of "+principal(o.Obo)), foldWidth) {
+				if j == 0 {
+					fmt.Fprintf(w, "      │ %s\n", part)
+				} else {
+					fmt.Fprintf(w, "      │ ↳ %s\n", part)
+				}
+			}
 		}
 		fmt.Fprintf(w, "      ▼\n")
 		fmt.Fprintf(w, "  %s\n", agentLine(o.Aud))

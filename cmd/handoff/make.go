@@ -455,6 +455,20 @@ func cmdStatus(e env, args []string) error {
 	return err
 }
 
+// anyKid binds one key to iss whatever kid a message names: whether that
+// key signed the offer, under the kid its signer chose.
+type anyKid struct {
+	iss string
+	k   trust.Key
+}
+
+func (a anyKid) Keys(iss, _ string) []trust.Key {
+	if iss != a.iss {
+		return nil
+	}
+	return []trust.Key{a.k}
+}
+
 // defaultMaxLifetime is the longest exp - iat receivers accept by default
 // (handoff.Options.MaxLifetime left zero; verify's --max-lifetime).
 const defaultMaxLifetime = 300 * time.Second
@@ -477,11 +491,7 @@ func keyOfParty(e env, key *ecdsa.PrivateKey, offerEl handoff.Element, o *handof
 	if err != nil {
 		return err
 	}
-	one := trust.New()
-	if err := one.Add(o.Iss, k); err != nil {
-		return err
-	}
-	_, verr := handoff.VerifyElement(offerEl, one)
+	_, verr := handoff.VerifyElement(offerEl, anyKid{o.Iss, k})
 	signedOffer := verr == nil
 	switch {
 	case st == handoff.StateCanceled && !signedOffer:

@@ -107,7 +107,7 @@ func trustAdd(e env, args []string) error {
 	if err := writeReplacing(target, pretty.Bytes()); err != nil {
 		return err
 	}
-	fmt.Fprintf(e.stderr, "handoff: added key %s for %s to %s\n", k.Kid, *id, target)
+	fmt.Fprintf(e.stderr, "handoff: added key %s for %s to %s\n", safeText(k.Kid), safeText(*id), safeText(target))
 	return nil
 }
 
@@ -148,6 +148,13 @@ func displayName(path string) string {
 // half-written trust file. A new file is readable by all (it holds public
 // keys only); an existing one keeps its mode.
 func writeReplacing(path string, b []byte) error {
+	// A trust file reached through a symbolic link is updated where it
+	// is, not replaced by a file of its own at the link.
+	if real, err := filepath.EvalSymlinks(path); err == nil {
+		path = real
+	} else if fi, lerr := os.Lstat(path); lerr == nil && fi.Mode()&os.ModeSymlink != 0 {
+		return fmt.Errorf("%s is a symbolic link to nothing: %w", path, err)
+	}
 	mode := os.FileMode(0o644)
 	if st, err := os.Stat(path); err == nil {
 		mode = st.Mode().Perm()

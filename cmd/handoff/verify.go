@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strconv"
 	"time"
 
@@ -145,11 +146,9 @@ func cmdVerify(e env, args []string) error {
 	}
 	// The octets and salts are the same for every FILE: each one's outer
 	// offer has its refs checked against them (step 7). An INDEX past
-	// the refs of a FILE's offer would be silently unused: refused, as
-	// any other bad flag, before a verdict.
-	if err := refIndexesInRange(files, inputs, refOctets, refSalts); err != nil {
-		return err
-	}
+	// the refs of a FILE's offer is named on stderr for that FILE (see
+	// unusedIndexes): the FILE, not the flag, may be what is wrong, so it
+	// is not a usage error.
 	m, err := material(refOctets, refSalts)
 	if err != nil {
 		return err
@@ -228,6 +227,7 @@ func cmdVerify(e env, args []string) error {
 		if err := writeLine(e, line); err != nil {
 			return err
 		}
+		unusedIndexes(e, f, res, refOctets, refSalts)
 		switch {
 		case res.Err != nil:
 			fmt.Fprintf(e.stderr, "handoff: %s: %s\n", safeText(f), safeText(res.Err.Error()))
@@ -324,7 +324,7 @@ func cmdVerifyStatus(e env, args []string) error {
 func doubts(e env, f string, res *handoff.Result) {
 	for i, c := range res.Chain {
 		if c.Key == nil && c.Offer != nil {
-			fmt.Fprintf(e.stderr, "handoff: %s: note: chain[%d] (from %s) is not verified: the trust file binds no key to its iss; the chain is %s\n",
+			fmt.Fprintf(e.stderr, "handoff: %s: note: chain[%d] (from %s) is not verified: the trust file binds no key to its iss, or none with its kid; the chain is %s\n",
 				safeText(f), i, safeText(c.Offer.Iss), res.ChainQuality)
 		}
 	}
@@ -344,35 +344,24 @@ func doubts(e env, f string, res *handoff.Result) {
 	}
 }
 
-// refIndexesInRange refuses a --ref-octets or --ref-salt INDEX that no
-// FILE's offer has a ref at (read without verifying it: the check only
-// names the mistake; files whose offer cannot be read are left to their
-// verdict, and with none readable nothing is refused). Unused, the flag
-// would be silently ignored.
-func refIndexesInRange(files []string, inputs [][]byte, flags ...*indexedFlag) error {
-	most, read := 0, false
-	for _, b := range inputs {
-		if b == nil {
-			continue
-		}
-		h, err := handoff.ParseHandoff(b, handoff.Limits{})
-		if err != nil {
-			continue
-		}
-		if o, _, err := handoff.UnsafeDecode(h.Offer); err == nil && o != nil {
-			most, read = max(most, len(o.Refs)), true
-		}
+// unusedIndexes names on stderr each --ref-octets or --ref-salt INDEX that
+// no ref of f's offer has (the offer reached step 7 with fewer refs), which
+// would otherwise go unused without a word.
+func unusedIndexes(e env, f string, res *handoff.Result, flags ...*indexedFlag) {
+	if res.Refs == nil {
+		return
 	}
-	if !read {
-		return nil
-	}
-	for j, f := range flags {
-		for idx := range f.vals {
-			if idx >= most {
-				name := []string{"--ref-octets", "--ref-salt"}[j]
-				return usagef("%s %d: no FILE's offer has a ref at index %d (the most refs of any is %d; indexes from 0)", name, idx, idx, most)
+	for j, fl := range flags {
+		idx := make([]int, 0, len(fl.vals))
+		for i := range fl.vals {
+			if i >= len(res.Refs) {
+				idx = append(idx, i)
 			}
 		}
+		slices.Sort(idx)
+		for _, i := range idx {
+			fmt.Fprintf(e.stderr, "handoff: %s: note: %s %d names no ref of this offer (it has %d): not used\n",
+				safeText(f), []string{"--ref-octets", "--ref-salt"}[j], i, len(res.Refs))
+		}
 	}
-	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 
 	"github.com/quantumlearningmachines/handoff"
 )
@@ -96,7 +97,7 @@ func hintAs(file string, k fileKind, want fileKind, asFrom bool) string {
 	case want == kindHandoff && k == kindOffer:
 		return what + `: a Handoff carries an offer as {"offer": ...} with its chain; handoff offer writes one`
 	case want == kindHandoff && k == kindTrustFile:
-		return what + "; give it as --trust"
+		return what + " (a receiver's own trust configuration, given as --trust)"
 	case want == kindHandoff && k == kindRefFile:
 		return what + "; give it to handoff offer --ref"
 	case want == kindTrustFile && k == kindPublicKey:
@@ -129,6 +130,11 @@ func withHint(err error, path string, want fileKind) error { return withHintAs(e
 func withHintAs(err error, path string, want fileKind, asFrom bool) error {
 	if err == nil {
 		return nil
+	}
+	// Read again only a regular file: a pipe or device read twice may
+	// block, or say something else the second time.
+	if st, serr := os.Stat(path); serr != nil || !st.Mode().IsRegular() {
+		return err
 	}
 	b, rerr := readBounded(path, handoff.DefaultLimits().MaxHandoff)
 	if rerr != nil {
