@@ -153,15 +153,13 @@ func parseElement(e Element, typ string, lim Limits) (parsed, error) {
 	default:
 		return parsed{}, malformed("", "text is neither a compact JWS nor base64url")
 	}
-	// jws.Parse decodes the payload into a buffer of its own that nothing
-	// writes again: the decoded texts may alias it. (Not so for COSE:
-	// go-cose, which cose.Parse falls back to, does not promise a copy.)
-	owned := e.Form == FormJWS
+	// jws.Parse and cose.Parse both put the payload in a buffer of their
+	// own that nothing writes again: the decoded texts may alias it.
 	var err error
 	if typ == "offer" {
-		p.offer, err = decodeOfferPayload(payload, enc, lim, "payload: ", owned)
+		p.offer, err = decodeOfferPayload(payload, enc, lim, "payload: ", true)
 	} else {
-		p.status, err = decodeStatusPayload(payload, enc, lim, "payload: ", owned)
+		p.status, err = decodeStatusPayload(payload, enc, lim, "payload: ", true)
 	}
 	if err != nil {
 		return parsed{}, err

@@ -126,3 +126,96 @@ func FuzzParse(f *testing.F) {
 		_ = m.Verify(&k.PublicKey)
 	})
 }
+
+// TestHeaderRules checks Parse's header rules (RFC 9052 sections 1.4 and
+// 3.1 as go-cose applies them, and SPEC D1) on hand-built headers: which
+// are accepted, which refused as malformed, and which refused as a value
+// no handoff uses (errUnused, the only refusal go-cose would not make).
+// Each case also goes through the go-cose oracle.
+func TestHeaderRules(t *testing.T) {
+	w := cw{}
+	alg := kv{w.int(nil, 1), w.int(nil, -7)}
+	ct := kv{w.int(nil, 3), w.tstr(nil, ContentType)}
+	nest := func(depth int) []byte {
+		var b []byte
+		for range depth {
+			b = append(b, 0x81)
+		}
+		return append(b, 0x00)
+	}
+	many := func(n int, dupLast bool) []kv {
+		es := []kv{alg, ct}
+		for i := range n {
+			es = append(es, kv{w.int(nil, int64(100+i)), w.int(nil, 0)})
+		}
+		if dupLast {
+			es = append(es, kv{w.int(nil, 100), w.int(nil, 1)})
+		}
+		return es
+	}
+	const ok, bad, unused = 0, 1, 2
+	cases := []struct {
+		rule string
+		p, u []kv
+		want int
+	}{
+		{"a float value is accepted", []kv{alg, ct, {w.int(nil, -8), []byte{0xfb, 0x3f, 0xf8, 0, 0, 0, 0, 0, 0}}}, nil, ok},
+		{"false, true, null, undefined are accepted", []kv{alg, ct, {w.int(nil, -8), []byte{0x84, 0xf4, 0xf5, 0xf6, 0xf7}}}, nil, ok},
+		{"a nested map with integer and text keys is accepted", []kv{alg, ct, {w.int(nil, -8), []byte{0xa2, 0x01, 0x02, 0x61, 'a', 0x03}}}, nil, ok},
+		{"RFC 9052 3: a nested map key twice is malformed", []kv{alg, ct, {w.int(nil, -8), []byte{0xa2, 0x01, 0x02, 0x01, 0x03}}}, nil, bad},
+		{"RFC 9052 3: 40 distinct labels are accepted", many(40, false), nil, ok},
+		{"RFC 9052 3: the 43rd label repeating the 3rd is malformed", many(40, true), nil, bad},
+		{"RFC 9052 1.4: a byte-string label is malformed", []kv{alg, ct, {w.bstr(nil, []byte("l")), w.int(nil, 1)}}, nil, bad},
+		{"RFC 9052 3.1: IV protected and Partial IV unprotected is malformed", []kv{alg, ct, {w.int(nil, 5), w.bstr(nil, nil)}}, []kv{{w.int(nil, 6), w.bstr(nil, nil)}}, bad},
+		{"RFC 9052 3.1: a countersignature in the protected header is malformed", []kv{alg, ct, {w.int(nil, 9), w.bstr(nil, nil)}}, nil, bad},
+		{"RFC 8949: an indefinite-length value is malformed", []kv{alg, ct, {w.int(nil, -8), []byte{0x9f, 0xff}}}, nil, bad},
+		{"RFC 8949: a two-octet simple value below 32 is malformed", []kv{alg, ct, {w.int(nil, -8), []byte{0xf8, 0x10}}}, nil, bad},
+		{"unused: a tag in the protected header", []kv{alg, ct, {w.int(nil, -8), []byte{0xc1, 0x01}}}, nil, unused},
+		{"unused: a simple value other than false/true/null/undefined", []kv{alg, ct, {w.int(nil, -8), []byte{0xe0}}}, nil, unused},
+		{"unused: an integer below -2^63", []kv{alg, ct, {w.int(nil, -8), []byte{0x3b, 0xff, 0, 0, 0, 0, 0, 0, 0}}}, nil, unused},
+		{"unused: a byte-string key in a nested map", []kv{alg, ct, {w.int(nil, -8), []byte{0xa1, 0x41, 0x00, 0x00}}}, nil, unused},
+		{"unused: nesting deeper than maxDepth", []kv{alg, ct, {w.int(nil, -8), nest(maxDepth)}}, nil, unused},
+		{"nesting up to maxDepth is accepted", []kv{alg, ct, {w.int(nil, -8), nest(maxDepth - 1)}}, nil, ok},
+		{"unused: a COSE_Countersignature", []kv{alg, ct}, []kv{{w.int(nil, 7), []byte{0x83, 0x40, 0xa0, 0x40}}}, unused},
+	}
+	k := key(t)
+	for _, c := range cases {
+		t.Run(c.rule, func(t *testing.T) {
+			item := w.bstr(nil, w.hmap(c.p))
+			b := w.assemble(item, w.hmap(c.u), []byte{0xa0}, goCoseSignOrZero(t, k, item))
+			_, err := Parse(b)
+			got := ok
+			if err != nil {
+				got = bad
+				if errors.Is(err, errUnused) {
+					got = unused
+				}
+				if !errors.Is(err, ErrMalformed) {
+					t.Fatalf("%v: not ErrMalformed", err)
+				}
+			}
+			if got != c.want {
+				t.Fatalf("got %d (%v), want %d", got, err, c.want)
+			}
+			checkOracle(t, b, &k.PublicKey)
+		})
+	}
+}
+
+// goCoseSignOrZero signs over protectedItem and the payload {} with
+// go-cose where go-cose can (it refuses some headers), else returns 64
+// zero octets.
+func goCoseSignOrZero(t *testing.T, k *ecdsa.PrivateKey, protectedItem []byte) []byte {
+	s, err := gocose.NewSigner(gocose.AlgorithmES256, k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := gocose.NewSign1Message()
+	m.Headers.RawProtected = protectedItem
+	m.Headers.Protected.SetAlgorithm(gocose.AlgorithmES256)
+	m.Payload = []byte{0xa0}
+	if err := m.Sign(rand.Reader, nil, s); err != nil {
+		return make([]byte, 64)
+	}
+	return m.Signature
+}
