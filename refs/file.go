@@ -11,7 +11,7 @@ import (
 	"github.com/quantumlearningmachines/handoff/internal/wire"
 )
 
-// RefFile is the document `handoff ref` writes and `handoff offer --ref`
+// RefFile is the document `handoff ref` writes and `handoff offer --add-ref`
 // reads: {"ref": ContextRef, "salt": B64u}. salt is present only for a
 // "salted-digest" reference; it is for whoever delivers the octets, and
 // never goes into an element.

@@ -10,7 +10,7 @@ import (
 )
 
 // TestRefFileRoundTrip: what MarshalJSON writes, ParseRefFile reads back
-// (the `handoff ref` output and `handoff offer --ref` input).
+// (the `handoff ref` output and `handoff offer --add-ref` input).
 func TestRefFileRoundTrip(t *testing.T) {
 	salted, salt := mustSalted(t, []byte("be brief"), "https://store.example/p")
 	for _, f := range []RefFile{

@@ -57,7 +57,7 @@ var helps = map[string]struct{ about, example string }{
 			"as a picture; with --trust, which key verified each element.",
 		"handoff inspect --trust trust.json h.json"},
 	"ref": {
-		"Makes a context reference (ContextRef) for a file, for offer --ref. Use --salted for anything\n" +
+		"Makes a context reference (ContextRef) for a file, for offer --add-ref. Use --salted for anything\n" +
 			"guessable (prompts, short texts): a bare digest of them can be confirmed by guessing.",
 		"handoff ref --salted prompt.txt > prompt.ref"},
 	"demo": {
@@ -114,6 +114,9 @@ func commandHelp(name string, fs *flag.FlagSet) string {
 		args := synopsisArgs(commandUsage(name))
 		first := true
 		fs.VisitAll(func(f *flag.Flag) {
+			if _, old := f.Value.(renamedFlag); old {
+				return
+			}
 			if first {
 				b.WriteString("\nFlags:\n")
 				first = false

@@ -21,7 +21,7 @@ const usage = `Usage:
     handoff pubkey KEYFILE
     handoff offer --key KEYFILE --iss ID --aud ID --dialog ID [--task ID]
                   [--ttl SECONDS] [--now UNIX] [--obo SUB] [--grant-file FILE]
-                  [--ref-file FILE ...] [--ref REFFILE ...] [--from HANDOFF]
+                  [--ref-file FILE ...] [--add-ref REFFILE ...] [--from HANDOFF]
                   [--cose] [--cbor]
     handoff status --key KEYFILE --from HANDOFF --state STATE [--reason R]
                   [--detail TEXT] [--iss ID] [--now UNIX] [--cose] [--cbor]
@@ -59,7 +59,7 @@ Examples:
     $ handoff inspect --trust trust.json h2.json
     $ handoff ref --salted prompt.txt > prompt.ref   # prompts: always salted
     $ handoff offer --key planner.jwk --iss https://planner.example \
-          --aud https://coder.example --dialog ctx-1 --ref prompt.ref > h3.json
+          --aud https://coder.example --dialog ctx-1 --add-ref prompt.ref > h3.json
     $ handoff verify --trust trust.json --me https://coder.example \
           --require-refs --ref-octets 0=prompt.txt \
           --ref-salt 0=$(jq -r .salt prompt.ref) h3.json
@@ -176,6 +176,16 @@ func parse(fs *flag.FlagSet, args []string) ([]string, error) {
 		pos = append(pos, args[0])
 		args = args[1:]
 	}
+}
+
+// renamedFlag is a flag's old name: giving it is a usage error that names
+// the new one, and help does not list it. (--ref became --add-ref: beside
+// --ref-file, the old name read as the reverse of what it did.)
+type renamedFlag string
+
+func (r renamedFlag) String() string { return "" }
+func (r renamedFlag) Set(string) error {
+	return fmt.Errorf("this flag was renamed --%s", string(r))
 }
 
 // stringList is a repeatable string flag.

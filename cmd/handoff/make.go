@@ -211,11 +211,12 @@ func cmdOffer(e env, args []string) error {
 	fs.Var(&now, "now", "issue time, Unix seconds (default: the clock)")
 	obo := fs.String("obo", "", "the principal's sub")
 	grantFile := fs.String("grant-file", "", "a credential whose digest becomes grant")
-	// --ref-file and --ref fill one list, so the refs keep the order of
+	// --ref-file and --add-ref fill one list, so the refs keep the order of
 	// the flags on the command line, the two kinds interleaved.
 	var refArgs []refArg
 	fs.Var(refArgFlag{&refArgs, false}, "ref-file", "a file whose digest becomes a ref of kind digest (repeatable)")
-	fs.Var(refArgFlag{&refArgs, true}, "ref", "a reference file that handoff ref wrote, added as a ref (repeatable)")
+	fs.Var(refArgFlag{&refArgs, true}, "add-ref", "a reference file that handoff ref wrote, added as a ref (repeatable)")
+	fs.Var(renamedFlag("add-ref"), "ref", "")
 	from := fs.String("from", "", "a received Handoff to pass on")
 	cose := fs.Bool("cose", false, "sign as COSE_Sign1 instead of JWS")
 	cbor := fs.Bool("cbor", false, "write the Handoff as CBOR")
@@ -320,7 +321,7 @@ func cmdOffer(e env, args []string) error {
 	return writeHandoff(e, h, *cbor)
 }
 
-// refArg is one --ref-file (a file to digest) or --ref (a ref file).
+// refArg is one --ref-file (a file to digest) or --add-ref (a ref file).
 type refArg struct {
 	path    string
 	refFile bool

@@ -55,7 +55,7 @@ func cmdRef(e env, args []string) error {
 	return err
 }
 
-// readRefFile reads a file `handoff ref` wrote, for offer --ref.
+// readRefFile reads a file `handoff ref` wrote, for offer --add-ref.
 func readRefFile(path string) (handoff.ContextRef, error) {
 	b, err := readBounded(path, refs.MaxRefFile)
 	if err != nil {

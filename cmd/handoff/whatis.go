@@ -99,7 +99,7 @@ func hintAs(file string, k fileKind, want fileKind, asFrom bool) string {
 	case want == kindHandoff && k == kindTrustFile:
 		return what + " (a receiver's own trust configuration, given as --trust)"
 	case want == kindHandoff && k == kindRefFile:
-		return what + "; give it to handoff offer --ref"
+		return what + "; give it to handoff offer --add-ref"
 	case want == kindTrustFile && k == kindPublicKey:
 		return what + ", not a trust file; make one with: handoff trust add --id ID " + safeText(file) + " trust.json"
 	case want == kindTrustFile && k == kindPrivateKey:
