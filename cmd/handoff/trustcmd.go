@@ -65,6 +65,12 @@ func trustAdd(e env, args []string) error {
 	var target string
 	if len(pos) == 2 {
 		target = pos[1]
+		// From reading the file to replacing it, one run at a time.
+		unlock, err := lockDir(filepath.Dir(resolved(target)))
+		if err != nil {
+			return fmt.Errorf("trust file %s: locking its folder: %w", target, err)
+		}
+		defer unlock()
 		switch old, err := trust.Load(target); {
 		case err == nil:
 			c = old
@@ -143,6 +149,15 @@ func displayName(path string) string {
 	return path
 }
 
+// resolved is path with its symbolic links followed, or path as it is
+// when they cannot be (it does not exist yet).
+func resolved(path string) string {
+	if real, err := filepath.EvalSymlinks(path); err == nil {
+		return real
+	}
+	return path
+}
+
 // writeReplacing writes b to path through a temporary file in the same
 // folder, renamed over it, so that a crash or a full disk never leaves a
 // half-written trust file. A new file is readable by all (it holds public
@@ -150,11 +165,12 @@ func displayName(path string) string {
 func writeReplacing(path string, b []byte) error {
 	// A trust file reached through a symbolic link is updated where it
 	// is, not replaced by a file of its own at the link.
-	if real, err := filepath.EvalSymlinks(path); err == nil {
-		path = real
-	} else if fi, lerr := os.Lstat(path); lerr == nil && fi.Mode()&os.ModeSymlink != 0 {
-		return fmt.Errorf("%s is a symbolic link to nothing: %w", path, err)
+	if fi, err := os.Lstat(path); err == nil && fi.Mode()&os.ModeSymlink != 0 {
+		if _, err := filepath.EvalSymlinks(path); err != nil {
+			return fmt.Errorf("%s is a symbolic link to nothing: %w", path, err)
+		}
 	}
+	path = resolved(path)
 	mode := os.FileMode(0o644)
 	if st, err := os.Stat(path); err == nil {
 		mode = st.Mode().Perm()
