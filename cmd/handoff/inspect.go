@@ -438,8 +438,8 @@ type inspectedEl struct {
 	Aud     string   `json:"aud,omitempty"`
 	Dialog  string   `json:"dialog,omitempty"`
 	Task    string   `json:"task,omitempty"`
-	Iat     int64    `json:"iat,omitempty"`
-	Exp     int64    `json:"exp,omitempty"`
+	Iat     *int64   `json:"iat,omitempty"` // present when the element has it, 0 included
+	Exp     *int64   `json:"exp,omitempty"`
 	Expired bool     `json:"expired"`
 	Obo     *oboJSON `json:"obo,omitempty"`
 	Prev    string   `json:"prev,omitempty"`
@@ -475,7 +475,7 @@ func inspectJSON(e env, h *handoff.Handoff, enc string, keys *trust.Config, v ve
 		case err != nil:
 			x.Type, x.Error = "unreadable", err.Error()
 		case o != nil:
-			x.Type, x.Hop, x.Iss, x.Aud, x.Dialog, x.Task, x.Iat, x.Exp = "offer", o.Hop, o.Iss, o.Aud, o.Dialog, o.Task, o.Iat, o.Exp
+			x.Type, x.Hop, x.Iss, x.Aud, x.Dialog, x.Task, x.Iat, x.Exp = "offer", o.Hop, o.Iss, o.Aud, o.Dialog, o.Task, &o.Iat, &o.Exp
 			x.Expired, x.Refs = o.Exp <= now.Unix(), len(o.Refs)
 			if o.Obo != nil {
 				x.Obo = &oboJSON{Sub: o.Obo.Sub, Iss: o.Obo.Iss}
@@ -484,7 +484,7 @@ func inspectJSON(e env, h *handoff.Handoff, enc string, keys *trust.Config, v ve
 				x.Prev = o.Prev.String()
 			}
 		case s != nil:
-			x.Type, x.Iss, x.Aud, x.Iat, x.Refs = "status", s.Iss, s.Aud, s.Iat, len(s.Refs)
+			x.Type, x.Iss, x.Aud, x.Iat, x.Refs = "status", s.Iss, s.Aud, &s.Iat, len(s.Refs)
 		}
 		out.Elements = append(out.Elements, x)
 	}

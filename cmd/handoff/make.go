@@ -152,7 +152,7 @@ func (u *unixFlag) String() string { return "" }
 func (u *unixFlag) Set(v string) error {
 	n, err := strconv.ParseInt(v, 10, 64)
 	if err != nil || n < 0 {
-		return fmt.Errorf("not a Unix time in seconds: %q", v)
+		return errors.New("not a Unix time in seconds")
 	}
 	u.t, u.set = time.Unix(n, 0), true
 	return nil

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"strconv"
@@ -78,7 +79,7 @@ const maxRefOctets = 64 << 20
 func parseIndexed(v string) (int, string, error) {
 	is, val, ok := strings.Cut(v, "=")
 	if !ok {
-		return 0, "", fmt.Errorf("%q is not INDEX=VALUE", v)
+		return 0, "", errors.New("not INDEX=VALUE")
 	}
 	if is == "" || len(is) > 1 && is[0] == '0' || strings.TrimLeft(is, "0123456789") != "" {
 		return 0, "", fmt.Errorf("INDEX %q is not a 0-based decimal index", is)
@@ -88,7 +89,7 @@ func parseIndexed(v string) (int, string, error) {
 		return 0, "", fmt.Errorf("INDEX %s is out of range: an offer has at most %d refs (0-%d)", is, handoff.DefaultLimits().MaxRefs, handoff.DefaultLimits().MaxRefs-1)
 	}
 	if val == "" {
-		return 0, "", fmt.Errorf("%q has an empty value", v)
+		return 0, "", errors.New("the VALUE after = is empty")
 	}
 	return i, val, nil
 }

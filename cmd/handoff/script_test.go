@@ -17,7 +17,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"path/filepath"
 	"reflect"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -26,6 +28,7 @@ import (
 
 	"github.com/fxamacker/cbor/v2"
 	"github.com/rogpeppe/go-internal/testscript"
+	"github.com/rogpeppe/go-internal/txtar"
 
 	"github.com/quantumlearningmachines/handoff"
 	"github.com/quantumlearningmachines/handoff/trust"
@@ -37,6 +40,30 @@ func TestMain(m *testing.M) {
 			os.Exit(run(os.Args[1:], env{stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr}))
 		},
 	})
+}
+
+// TestScriptFilesHoldNoCommands: a script's commands after its first
+// "-- name --" line are the content of that file, and never run; two
+// scripts lost their last checks that way.
+func TestScriptFilesHoldNoCommands(t *testing.T) {
+	paths, err := filepath.Glob("testdata/script/*.txtar")
+	if err != nil || len(paths) == 0 {
+		t.Fatalf("no scripts: %v", err)
+	}
+	command := regexp.MustCompile(`^(! )?(exec|stdout|stderr|cmp|cp|exists) `)
+	for _, p := range paths {
+		a, err := txtar.ParseFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range a.Files {
+			for i, line := range strings.Split(string(f.Data), "\n") {
+				if command.MatchString(line) {
+					t.Errorf("%s: file %s, line %d is a command that never runs: %s", p, f.Name, i+1, line)
+				}
+			}
+		}
+	}
 }
 
 func TestScript(t *testing.T) {

@@ -45,7 +45,7 @@ func (s secondsFlag) String() string { return "" }
 func (s secondsFlag) Set(v string) error {
 	n, err := strconv.ParseInt(v, 10, 64)
 	if err != nil || n <= 0 || n > maxSeconds {
-		return fmt.Errorf("not a number of seconds from 1 to %d: %q", maxSeconds, v)
+		return fmt.Errorf("not a number of seconds from 1 to %d", maxSeconds)
 	}
 	*s.d = time.Duration(n) * time.Second
 	return nil
@@ -59,7 +59,7 @@ func (s skewFlag) String() string { return "" }
 func (s skewFlag) Set(v string) error {
 	n, err := strconv.ParseInt(v, 10, 64)
 	if err != nil || n < 0 || n > maxSeconds {
-		return fmt.Errorf("not a number of seconds from 0 to %d: %q", maxSeconds, v)
+		return fmt.Errorf("not a number of seconds from 0 to %d", maxSeconds)
 	}
 	*s.d = time.Duration(n) * time.Second
 	if n == 0 {
