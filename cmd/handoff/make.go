@@ -234,12 +234,14 @@ func cmdOffer(e env, args []string) error {
 	// of receivers may want. The received offer is not verified here, and
 	// one that cannot be read is passed on as it is, with no defaults.
 	var received *handoff.Handoff
+	var ro *handoff.Offer // the received offer, when it can be read
 	need := []string{"key", "iss", "aud", "dialog"}
 	if *from != "" {
 		if received, err = readHandoff(*from); err != nil {
 			return err
 		}
-		if ro, _, derr := handoff.UnsafeDecode(received.Offer); derr == nil && ro != nil {
+		if o, _, derr := handoff.UnsafeDecode(received.Offer); derr == nil && o != nil {
+			ro = o
 			need = []string{"key", "aud"} // iss and dialog follow from the received offer
 			switch {
 			case !flagSet(fs, "iss"):
@@ -275,6 +277,21 @@ func cmdOffer(e env, args []string) error {
 			*ttl, int64(defaultMaxLifetime/time.Second))
 	}
 	t := now.now().Unix()
+	// The chain check (draft "Chain Verification"): each offer was live
+	// when the next was issued, and none was issued before the one it
+	// continues. Said, and still signed, as for --iss above.
+	if ro != nil {
+		skew := int64(handoff.EffectiveSkew(0) / time.Second)
+		switch {
+		case t < ro.Iat:
+			fmt.Fprintf(e.stderr, "handoff: warning: this offer's iat %d is before the iat %d of the offer in %s: "+
+				"every receiver will reject this chain as broken-chain\n", t, ro.Iat, safeText(*from))
+		case t-skew > ro.Exp:
+			fmt.Fprintf(e.stderr, "handoff: warning: the offer in %s expired at %d, %d s before this offer's iat %d: "+
+				"an offer passed on after it expired breaks the chain, and every receiver will reject it as broken-chain\n",
+				safeText(*from), ro.Exp, t-ro.Exp, t)
+		}
+	}
 	o := &handoff.Offer{Hop: handoff.NewHop(), Dialog: *dialog, Task: *task, Iss: *iss, Aud: *aud, Iat: t, Exp: t + *ttl}
 	if *obo != "" {
 		o.Obo = &handoff.Principal{Sub: *obo}
