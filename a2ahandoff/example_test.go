@@ -52,16 +52,6 @@ func exampleAgent(keys *trust.Config, id string) *handoff.Signer {
 	return s
 }
 
-// freshStore is a hop store whose memory began before the example's
-// offers: a store refuses offers issued in the second its memory began
-// ("replay", the restart rule), so a store made just now waits that
-// second out. A long-running delegate uses store/sqlite, made once.
-func freshStore() store.Store {
-	s := store.NewMemory(time.Now())
-	time.Sleep(time.Until(time.Now().Truncate(time.Second).Add(time.Second + 10*time.Millisecond)))
-	return s
-}
-
 // Adding the handoff to an existing a2a-go agent, and handing it work.
 //
 // Server side: wrap the agent's executor in a2ahandoff.NewExecutor. The
@@ -83,7 +73,7 @@ func Example() {
 	x, err := a2ahandoff.NewExecutor(ctx, plannerAgent{}, a2ahandoff.ServerConfig{
 		Delegate: delegate.Config{
 			Options: handoff.Options{Me: "https://planner.example", Keys: keys},
-			Store:   freshStore(), // store/sqlite in production
+			Store:   store.NewFirstMemory(), // keys made just now: no earlier memory (store/sqlite in production)
 			Signer:  plannerKey,
 		},
 		Sender: a2ahandoff.UserName, // who the host's authentication says the caller is

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -356,6 +357,37 @@ func TestRestartRule(t *testing.T) {
 	nb, _ := w.offer("")
 	if a, _ := d.Receive(ctx, nb, "ctx", "planner"); !a.Take {
 		t.Fatalf("new offer: %+v", a)
+	}
+}
+
+// TestFirstMemory: the restart rule (decision 14) on a memory store made
+// in the second an offer is signed: NewMemory(now) refuses it as "replay"
+// and the verdict names the store's start; NewFirstMemory, which follows
+// no earlier memory, takes it; after Forget the rule is back.
+func TestFirstMemory(t *testing.T) {
+	w := newWorld(t)
+	ctx := context.Background()
+	b, _ := w.offer("")
+	d := w.delegate(store.NewMemory(w.clock()), nil)
+	a, err := d.Receive(ctx, b, "ctx", "planner")
+	if err != nil || a.Take || statusOf(t, w, a.Status, b).Reason != handoff.ReasonReplay {
+		t.Fatalf("NewMemory(now): %+v %v", a, err)
+	}
+	if a.Err == nil || !strings.Contains(a.Err.Error(), "memory began") {
+		t.Fatalf("NewMemory(now): the refusal does not name the store's start: %v", a.Err)
+	}
+	first := store.NewFirstMemory()
+	d = w.delegate(first, nil)
+	if a, err := d.Receive(ctx, b, "ctx", "planner"); err != nil || !a.Take {
+		t.Fatalf("NewFirstMemory: %+v %v", a, err)
+	}
+	w.advance(time.Second)
+	if err := first.Forget(ctx, w.clock()); err != nil {
+		t.Fatal(err)
+	}
+	d = w.delegate(first, nil)
+	if a, err := d.Receive(ctx, b, "ctx", "planner"); err != nil || a.Take || statusOf(t, w, a.Status, b).Reason != handoff.ReasonReplay {
+		t.Fatalf("NewFirstMemory after Forget: %+v %v", a, err)
 	}
 }
 

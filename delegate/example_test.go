@@ -56,7 +56,7 @@ func Example() {
 
 	d, err := delegate.New(ctx, delegate.Config{
 		Options: handoff.Options{Me: "https://coder.example", Keys: keys},
-		Store:   store.NewMemory(time.Now().Add(-time.Minute)), // or store/sqlite, store/postgres
+		Store:   store.NewFirstMemory(), // keys made just now: no earlier memory (or store/sqlite, store/postgres)
 		Signer:  coder,
 	})
 	if err != nil {

@@ -64,7 +64,7 @@ func Example() {
 
 	// The coder, on the other side (package delegate).
 	d, err := delegate.New(ctx, delegate.Config{Options: handoff.Options{Me: "https://coder.example", Keys: keys},
-		Store: store.NewMemory(time.Now().Add(-time.Minute)), Signer: coder})
+		Store: store.NewFirstMemory(), Signer: coder}) // keys made just now: no earlier memory
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -25,12 +25,6 @@ import (
 // streamable HTTP on loopback.
 func Example() {
 	ctx := context.Background()
-	// The delegate's memory (store.NewMemory) begins when this program
-	// did: an offer it has no record of, issued up to that second, is
-	// refused as a possible replay. No earlier run of it took offers, so
-	// its memory may be said to begin a second earlier, which lets the
-	// offer below, signed in the program's first second, through.
-	started := time.Now().Add(-time.Second)
 	keys, plannerSigner, testerSigner := exampleKeys() // trust: each AgentId's public key
 
 	// The delegate: an existing MCP server with its tools ...
@@ -40,7 +34,9 @@ func Example() {
 	// statuses (store/sqlite in production).
 	d, err := delegate.New(ctx, delegate.Config{
 		Options: handoff.Options{Me: "https://tester.example", Keys: keys},
-		Store:   store.NewMemory(started), Signer: testerSigner, // its memory began when the process did
+		// Its keys were made just now, so no earlier memory took an offer
+		// they verify: NewFirstMemory (a restarting process: NewMemory).
+		Store: store.NewFirstMemory(), Signer: testerSigner,
 	})
 	if err != nil {
 		log.Fatal(err)

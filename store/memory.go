@@ -42,6 +42,16 @@ func NewMemory(now time.Time) *Memory {
 	return &Memory{hops: map[[2]string]*Record{}, issued: map[string]*Issued{}, since: now}
 }
 
+// NewFirstMemory returns an empty store that follows no earlier memory:
+// its Since is the zero time, so a delegate on it refuses no offer under
+// the restart rule, not even one signed in the second it was made. That
+// is true only where no earlier memory of this delegate took an offer
+// its trust verifies now: a test, an example whose keys are made as it
+// starts, the first run of a new AgentId. A process that restarts with a
+// NewFirstMemory may take a replayed offer twice; give it NewMemory with
+// its start instead. (Forget begins a new memory, and the rule, as ever.)
+func NewFirstMemory() *Memory { return NewMemory(time.Time{}) }
+
 func clone(r *Record) *Record {
 	c := *r
 	c.Offer = append([]byte(nil), r.Offer...)

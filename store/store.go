@@ -292,7 +292,9 @@ type Store interface {
 	// Since is when this store's memory begins: when it was created, or
 	// when its records were last dropped (Forget). A delegate rejects
 	// offers issued before Since with reason "replay" until the maximum
-	// lifetime has passed (draft "Replay and Freshness").
+	// lifetime has passed (draft "Replay and Freshness"). The zero time
+	// says no memory came before this one (NewFirstMemory): no offer is
+	// refused for it.
 	Since(ctx context.Context) (time.Time, error)
 
 	// Forget drops every hop record and copy status (not the flags) and
