@@ -64,6 +64,12 @@ var helps = map[string]struct{ about, example string }{
 		"Runs an assistant, a planner, a coder and a tester as real A2A and MCP agents on this machine and plays seven\n" +
 			"scenarios (a chain of handoffs, a replay, a forgery, a cancel...), one line each.",
 		"handoff demo"},
+	"serve": {
+		"Runs the gateway: the receiving checks, the durable hop record and signed statuses in front of an\n" +
+			"unmodified A2A agent (docs/gateway.md). FILE is YAML (docs/spec.md section 6; --print-schema prints\n" +
+			"its JSON Schema). SIGHUP reloads FILE (trust_file and inbound; other keys need a restart), keeping\n" +
+			"the last good configuration when FILE is invalid; SIGTERM drains and stops.",
+		"handoff serve --config gateway.yaml --validate-only"},
 	"version": {
 		"Prints this program's module version, the draft revision it implements, and the Go version.",
 		"handoff version"},

@@ -36,6 +36,7 @@ const usage = `Usage:
     handoff demo [--keep] [--json]
     handoff trust add --id ID KEYFILE [TRUSTFILE]
     handoff trust list TRUSTFILE
+    handoff serve --config FILE [--validate-only] [--print-schema]
     handoff help [COMMAND]
     handoff version
 
@@ -79,6 +80,10 @@ func usagef(format string, args ...any) error { return usageError{fmt.Sprintf(fo
 // errNegative is a negative verdict already printed: exit 1.
 var errNegative = errors.New("negative verdict")
 
+// errReported is a usage or I/O error whose lines are already printed:
+// exit 2.
+var errReported = errors.New("reported")
+
 type env struct {
 	stdin          io.Reader
 	stdout, stderr io.Writer
@@ -99,6 +104,7 @@ var commands = map[string]func(env, []string) error{
 	"ref":           cmdRef,
 	"demo":          cmdDemo,
 	"trust":         cmdTrust,
+	"serve":         cmdServe,
 	"version":       cmdVersion,
 }
 
@@ -131,6 +137,8 @@ func run(args []string, e env) int {
 		return 0
 	case errors.Is(err, errNegative):
 		return 1
+	case errors.Is(err, errReported):
+		return 2
 	}
 	// One line on stderr (SPEC.md section 4); library errors already say
 	// "handoff:", which the line does once.

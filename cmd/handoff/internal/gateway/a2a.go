@@ -1,0 +1,288 @@
+package gateway
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"maps"
+	"sync"
+	"time"
+
+	"github.com/a2aproject/a2a-go/a2a"
+	"github.com/a2aproject/a2a-go/a2aclient"
+	"github.com/a2aproject/a2a-go/a2asrv"
+	"github.com/a2aproject/a2a-go/a2asrv/eventqueue"
+
+	"github.com/quantumlearningmachines/handoff/a2ahandoff"
+)
+
+// upstreamA2A is the agent behind an a2a route, as an a2a-go
+// AgentExecutor: a2ahandoff.Executor wraps it exactly as it wraps an
+// agent's own code, so the receiving checks, the hop record, the signed
+// statuses, retransmissions, equivocation and cancels are the carrier's,
+// and this type only carries the work to the upstream and its events
+// back. The upstream's task and context ids are its own; the gateway's
+// client sees the gateway's, and each event is rewritten on the way.
+type upstreamA2A struct {
+	route  string
+	client *a2aclient.Client
+	log    *slog.Logger
+
+	mu    sync.Mutex
+	tasks map[a2a.TaskID]a2a.TaskID // the gateway's task -> the upstream's
+}
+
+var _ a2asrv.AgentExecutor = (*upstreamA2A)(nil)
+
+// cancelTimeout bounds the upstream cancel sent for a stopped hop.
+const cancelTimeout = 30 * time.Second
+
+// Execute sends the message to the upstream (streaming, when the
+// upstream's card says it streams; a2aclient sends it as one request
+// otherwise) and writes each event back as the gateway's task's;
+// a task the upstream leaves running without a stream is followed with
+// tasks/get until it ends or waits for input. When a2ahandoff stops the
+// run (a verified cancel, an equivocation), ctx ends and the upstream is
+// sent tasks/cancel for its task.
+func (u *upstreamA2A) Execute(ctx context.Context, rc *a2asrv.RequestContext, q eventqueue.Queue) error {
+	m := *rc.Message
+	m.Metadata = maps.Clone(rc.Message.Metadata)
+	m.TaskID = u.upstreamTask(rc.TaskID) // a follow-up continues the upstream's task
+	// The handoff was checked here; the upstream, unmodified, has no use
+	// for it, and an upstream that logs metadata should not keep it.
+	delete(m.Metadata, a2ahandoff.Key)
+	// Not blocking: an upstream that does not stream answers at once with
+	// its task, whose id a cancel needs, and is followed with tasks/get
+	// (a streaming upstream ignores the flag).
+	noWait := false
+	params := &a2a.MessageSendParams{Message: &m, Metadata: rc.Metadata, Config: &a2a.MessageSendConfig{Blocking: &noWait}}
+
+	// The exchange with the upstream outlives ctx by as long as it takes
+	// to learn the upstream's task id: a cancel can arrive before the
+	// upstream's first event has, and must still reach the upstream.
+	sctx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	defer stop()
+	known := make(chan struct{})
+	var knowOnce sync.Once
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		select {
+		case <-sctx.Done():
+			return
+		case <-ctx.Done():
+		}
+		select {
+		case <-known:
+			u.cancelUpstream(rc.TaskID)
+		case <-sctx.Done():
+		case <-time.After(cancelTimeout):
+			u.log.Warn("the stopped hop's upstream task never said its id; not canceled", "route", u.route, "task", rc.TaskID)
+		}
+		stop()
+	}()
+	defer func() { stop(); <-stopped }()
+
+	var last a2a.TaskState
+	for ev, err := range u.client.SendStreamingMessage(sctx, params) {
+		if err != nil {
+			if ctx.Err() != nil {
+				return context.Cause(ctx)
+			}
+			return fmt.Errorf("gateway: route %s: the upstream: %w", u.route, err)
+		}
+		if id := eventTask(ev); id != "" {
+			u.noteTask(rc.TaskID, id)
+			knowOnce.Do(func() { close(known) })
+		}
+		if ctx.Err() != nil {
+			continue // stopped: the events only tell the id to cancel
+		}
+		st, err := u.write(ctx, rc, q, ev)
+		if err != nil {
+			return err
+		}
+		if st != "" {
+			last = st
+		}
+	}
+	if ctx.Err() != nil {
+		return context.Cause(ctx)
+	}
+	return u.follow(ctx, rc, q, last)
+}
+
+// write translates one upstream event and writes it as the gateway's,
+// and returns the task state it reports ("" when none).
+func (u *upstreamA2A) write(ctx context.Context, rc *a2asrv.RequestContext, q eventqueue.Queue, ev a2a.Event) (a2a.TaskState, error) {
+	outs, err := u.translate(rc, ev)
+	if err != nil {
+		return "", err
+	}
+	var state a2a.TaskState
+	for _, out := range outs {
+		if err := q.Write(ctx, out); err != nil {
+			return "", err
+		}
+		if st, ok := out.(*a2a.TaskStatusUpdateEvent); ok {
+			state = st.Status.State
+			if state.Terminal() {
+				// The task has ended: nothing will continue or cancel it,
+				// and the map holds only tasks that may still be.
+				u.forgetTask(rc.TaskID)
+			}
+		}
+	}
+	return state, nil
+}
+
+// followEvery is how often a task the upstream left running, with no
+// stream to say when it ends, is asked for with tasks/get.
+const followEvery = 500 * time.Millisecond
+
+// follow asks the upstream for its task until it ends or waits for the
+// caller (input-required, auth-required), when the exchange ended with
+// the task still running (an upstream that does not stream, or one whose
+// blocking send gave up waiting).
+func (u *upstreamA2A) follow(ctx context.Context, rc *a2asrv.RequestContext, q eventqueue.Queue, last a2a.TaskState) error {
+	for last != "" && !last.Terminal() && last != a2a.TaskStateInputRequired && last != a2a.TaskStateAuthRequired {
+		up := u.upstreamTask(rc.TaskID)
+		if up == "" {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			u.cancelUpstream(rc.TaskID)
+			return context.Cause(ctx)
+		case <-time.After(followEvery):
+		}
+		t, err := u.client.GetTask(ctx, &a2a.TaskQueryParams{ID: up})
+		if err != nil {
+			if ctx.Err() != nil {
+				u.cancelUpstream(rc.TaskID)
+				return context.Cause(ctx)
+			}
+			return fmt.Errorf("gateway: route %s: following the upstream's task %s: %w", u.route, up, err)
+		}
+		if t.Status.State == last {
+			continue // nothing new to say
+		}
+		if last, err = u.write(ctx, rc, q, t); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// eventTask is the upstream's task id an event names ("" for a message).
+func eventTask(ev a2a.Event) a2a.TaskID {
+	switch e := ev.(type) {
+	case *a2a.Task:
+		return e.ID
+	case *a2a.TaskStatusUpdateEvent:
+		return e.TaskID
+	case *a2a.TaskArtifactUpdateEvent:
+		return e.TaskID
+	}
+	return ""
+}
+
+// Cancel is a cancel of a task that carries no hop (one a route with
+// without_handoff: pass let in): it goes to the upstream as it is.
+func (u *upstreamA2A) Cancel(ctx context.Context, rc *a2asrv.RequestContext, q eventqueue.Queue) error {
+	up := u.upstreamTask(rc.TaskID)
+	if up == "" {
+		return fmt.Errorf("gateway: route %s: task %s has no upstream task: %w", u.route, rc.TaskID, a2a.ErrTaskNotCancelable)
+	}
+	t, err := u.client.CancelTask(ctx, &a2a.TaskIDParams{ID: up})
+	if err != nil {
+		return fmt.Errorf("gateway: route %s: the upstream refused the cancel: %w", u.route, err)
+	}
+	ev := a2a.NewStatusUpdateEvent(rc, t.Status.State, u.ownMessage(rc, t.Status.Message))
+	ev.Final = t.Status.State.Terminal()
+	return q.Write(ctx, ev)
+}
+
+func (u *upstreamA2A) upstreamTask(id a2a.TaskID) a2a.TaskID {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.tasks[id]
+}
+
+func (u *upstreamA2A) noteTask(own, up a2a.TaskID) {
+	if up == "" {
+		return
+	}
+	u.mu.Lock()
+	u.tasks[own] = up
+	u.mu.Unlock()
+}
+
+func (u *upstreamA2A) forgetTask(own a2a.TaskID) {
+	u.mu.Lock()
+	delete(u.tasks, own)
+	u.mu.Unlock()
+}
+
+// cancelUpstream asks the upstream to stop the task behind own: the hop
+// was canceled by its delegator (verified by a2ahandoff) or equivocated.
+// Detached from the request, which has ended.
+func (u *upstreamA2A) cancelUpstream(own a2a.TaskID) {
+	up := u.upstreamTask(own)
+	if up == "" {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), cancelTimeout)
+	defer cancel()
+	if _, err := u.client.CancelTask(ctx, &a2a.TaskIDParams{ID: up}); err != nil {
+		u.log.Warn("the upstream did not cancel the stopped hop's task", "route", u.route, "task", own, "upstream_task", up, "err", err)
+	}
+}
+
+// translate makes an upstream event the gateway task's events.
+func (u *upstreamA2A) translate(rc *a2asrv.RequestContext, ev a2a.Event) ([]a2a.Event, error) {
+	switch e := ev.(type) {
+	case *a2a.Message:
+		// A reply with no task: a2ahandoff makes it the COMPLETED status.
+		return []a2a.Event{u.ownMessage(rc, e)}, nil
+	case *a2a.Task:
+		// The upstream's task as the gateway's: its artifacts, then its
+		// status, which may end the task (its history is the messages the
+		// gateway's task already has).
+		var outs []a2a.Event
+		for _, art := range e.Artifacts {
+			outs = append(outs, &a2a.TaskArtifactUpdateEvent{TaskID: rc.TaskID, ContextID: rc.ContextID, Artifact: art})
+		}
+		st := a2a.NewStatusUpdateEvent(rc, e.Status.State, u.ownMessage(rc, e.Status.Message))
+		st.Final = e.Status.State.Terminal()
+		st.Metadata = e.Metadata
+		return append(outs, st), nil
+	case *a2a.TaskStatusUpdateEvent:
+		out := *e
+		out.TaskID, out.ContextID = rc.TaskID, rc.ContextID
+		out.Status.Message = u.ownMessage(rc, e.Status.Message)
+		return []a2a.Event{&out}, nil
+	case *a2a.TaskArtifactUpdateEvent:
+		out := *e
+		out.TaskID, out.ContextID = rc.TaskID, rc.ContextID
+		return []a2a.Event{&out}, nil
+	case nil:
+		return nil, nil
+	}
+	return nil, fmt.Errorf("gateway: route %s: the upstream sent an event of type %T", u.route, ev)
+}
+
+// ownMessage is an upstream message as one of the gateway's task.
+func (u *upstreamA2A) ownMessage(rc *a2asrv.RequestContext, m *a2a.Message) *a2a.Message {
+	if m == nil {
+		return nil
+	}
+	c := *m
+	c.TaskID, c.ContextID = rc.TaskID, rc.ContextID
+	c.Metadata = maps.Clone(m.Metadata)
+	delete(c.Metadata, a2ahandoff.Key) // only the gateway's own statuses travel there
+	if c.Role == "" {
+		c.Role = a2a.MessageRoleAgent
+	}
+	return &c
+}

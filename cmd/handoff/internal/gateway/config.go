@@ -1,0 +1,598 @@
+// Package gateway is "handoff serve": the delegate's receiving checks, hop
+// record and signed statuses in front of an unmodified A2A agent or MCP
+// server (docs/spec.md section 6). This file reads its configuration.
+package gateway
+
+import (
+	_ "embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/url"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+	"github.com/santhosh-tekuri/jsonschema/v6/kind"
+	"go.yaml.in/yaml/v3"
+
+	"github.com/quantumlearningmachines/handoff"
+	"golang.org/x/text/language"
+	"golang.org/x/text/message"
+)
+
+// Schema is the configuration's JSON Schema, printed by
+// "handoff serve --print-schema".
+//
+//go:embed config.schema.json
+var Schema []byte
+
+// MaxConfigSize bounds the configuration file.
+const MaxConfigSize = 1 << 20
+
+// Config is a valid configuration, its relative paths made absolute.
+type Config struct {
+	Listen    string
+	Admin     string // "" for no admin listener
+	Identity  Identity
+	TrustFile string
+	Store     string // "sqlite:PATH" or a postgres:// DSN
+	Inbound   Inbound
+	Policy    Policy
+	Routes    []Route
+
+	lines lineMap // each key path's line, for the problems Open finds
+}
+
+// Identity is the AgentId the gateway receives and signs as.
+type Identity struct {
+	ID      string
+	KeyFile string // one of KeyFile and KeyEnv
+	KeyEnv  string
+}
+
+// Inbound says how callers are authenticated.
+type Inbound struct {
+	BearerTokensFile string // "" for none: no caller is authenticated
+}
+
+// Policy is the receiving checks' local policy; its zero values are D4's
+// defaults.
+type Policy struct {
+	Skew             time.Duration // 0: the default; NoSkew when "0s" was given
+	SkewSet          bool
+	MaxLifetime      time.Duration
+	MaxChain         int
+	RequireFullChain bool
+}
+
+// Route is one upstream behind the gateway.
+type Route struct {
+	Name           string
+	Protocol       string // "a2a" or "mcp"
+	Path           string
+	Upstream       *url.URL
+	WithoutHandoff string // "reject" or "pass"
+	// FailuresEffectFree: the upstream's failures take no effect, so a
+	// failed task is a signed "failed" with no refs (draft "Knowing the
+	// Outcome"); otherwise the hop's outcome is unknown and flagged.
+	FailuresEffectFree bool
+}
+
+// Problem is one fault of a configuration: the key path it is at
+// ("routes[1].protocol"; "" for the whole file), the line of the file,
+// and what is wrong.
+type Problem struct {
+	Path string
+	Line int
+	Msg  string
+}
+
+func (p Problem) String() string {
+	where := p.Path
+	if where == "" {
+		where = "(the file)"
+	}
+	if p.Line > 0 {
+		return fmt.Sprintf("%s (line %d): %s", where, p.Line, p.Msg)
+	}
+	return where + ": " + p.Msg
+}
+
+// Problems is every fault found, in the order of the file; as an error,
+// one line each.
+type Problems []Problem
+
+func (ps Problems) Error() string {
+	lines := make([]string, len(ps))
+	for i, p := range ps {
+		lines[i] = p.String()
+	}
+	return strings.Join(lines, "\n")
+}
+
+// Load reads and checks the configuration file at path: its form (the
+// schema), then what the schema cannot say (unique routes, addresses,
+// durations, one key source). It does not open the files it names (see
+// Open). The error is Problems when the file was read but is not valid.
+func Load(path string) (*Config, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, MaxConfigSize+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(b) > MaxConfigSize {
+		return nil, Problems{{Msg: fmt.Sprintf("the file is larger than %d octets", MaxConfigSize)}}
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, err
+	}
+	return Parse(b, filepath.Dir(abs))
+}
+
+// Parse checks a configuration document; relative paths in it are taken
+// from dir.
+func Parse(b []byte, dir string) (*Config, error) {
+	doc, lines, ps := readYAML(b)
+	if len(ps) > 0 {
+		return nil, ps
+	}
+	if ps := validate(doc, lines); len(ps) > 0 {
+		return nil, ps
+	}
+	return build(doc.(map[string]any), lines, dir)
+}
+
+// lineMap gives the line of each key path ("" is the document).
+type lineMap map[string]int
+
+// readYAML turns the document into the values JSON Schema validates
+// (map[string]any, []any, string, int64, float64, bool, nil), noting
+// the line of each. It refuses what a configuration has no use for and
+// YAML would make subtle: several documents, aliases (and their
+// expansion), duplicate keys, keys that are not text, custom tags.
+func readYAML(b []byte) (any, lineMap, Problems) {
+	dec := yaml.NewDecoder(strings.NewReader(string(b)))
+	var root yaml.Node
+	if err := dec.Decode(&root); err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil, nil, Problems{{Msg: "the file is empty"}}
+		}
+		return nil, nil, Problems{yamlProblem(err)}
+	}
+	var next yaml.Node
+	if err := dec.Decode(&next); err == nil {
+		return nil, nil, Problems{{Line: next.Line, Msg: "a second YAML document: the configuration is one document"}}
+	} else if !errors.Is(err, io.EOF) {
+		return nil, nil, Problems{yamlProblem(err)}
+	}
+	r := yamlReader{lines: lineMap{}}
+	v := r.value(&root, "")
+	return v, r.lines, r.ps
+}
+
+// yamlProblem turns the YAML parser's "yaml: line N: what" into a Problem.
+func yamlProblem(err error) Problem {
+	msg := strings.TrimPrefix(err.Error(), "yaml: ")
+	if rest, ok := strings.CutPrefix(msg, "line "); ok {
+		if n, what, ok := strings.Cut(rest, ": "); ok {
+			if line, err := strconv.Atoi(n); err == nil {
+				return Problem{Line: line, Msg: "not YAML: " + what}
+			}
+		}
+	}
+	return Problem{Msg: "not YAML: " + msg}
+}
+
+type yamlReader struct {
+	lines lineMap
+	ps    Problems
+	depth int
+}
+
+func (r *yamlReader) fail(path string, line int, format string, args ...any) {
+	r.ps = append(r.ps, Problem{Path: path, Line: line, Msg: fmt.Sprintf(format, args...)})
+}
+
+func (r *yamlReader) value(n *yaml.Node, path string) any {
+	r.lines[path] = n.Line
+	r.depth++
+	defer func() { r.depth-- }()
+	if r.depth > 32 {
+		r.fail(path, n.Line, "nested more than 32 deep")
+		return nil
+	}
+	switch n.Kind {
+	case yaml.DocumentNode:
+		if len(n.Content) != 1 {
+			r.fail(path, n.Line, "the file is empty")
+			return nil
+		}
+		return r.value(n.Content[0], path)
+	case yaml.AliasNode:
+		r.fail(path, n.Line, "an alias (*%s): write the value out", n.Value)
+		return nil
+	case yaml.MappingNode:
+		m := map[string]any{}
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k, v := n.Content[i], n.Content[i+1]
+			if k.Kind != yaml.ScalarNode || (k.Tag != "!!str" && k.Tag != "") {
+				r.fail(path, k.Line, "a key that is not text")
+				continue
+			}
+			if k.Value == "<<" {
+				r.fail(path, k.Line, "a merge key (<<): write the keys out")
+				continue
+			}
+			p := join(path, k.Value)
+			if _, dup := m[k.Value]; dup {
+				r.fail(p, k.Line, "given twice (first at line %d)", r.lines[p])
+				continue
+			}
+			m[k.Value] = r.value(v, p)
+			r.lines[p] = k.Line // a key's line is where it is written
+		}
+		return m
+	case yaml.SequenceNode:
+		s := make([]any, len(n.Content))
+		for i, c := range n.Content {
+			s[i] = r.value(c, fmt.Sprintf("%s[%d]", path, i))
+		}
+		return s
+	case yaml.ScalarNode:
+		switch n.Tag {
+		case "!!str":
+			return n.Value
+		case "!!null":
+			return nil
+		case "!!bool":
+			var v bool
+			if err := n.Decode(&v); err != nil {
+				r.fail(path, n.Line, "%v", err)
+			}
+			return v
+		case "!!int":
+			var v int64
+			if err := n.Decode(&v); err != nil {
+				r.fail(path, n.Line, "an integer out of range: %s", n.Value)
+			}
+			return v
+		case "!!float":
+			var v float64
+			if err := n.Decode(&v); err != nil {
+				r.fail(path, n.Line, "%v", err)
+			}
+			return v
+		}
+		r.fail(path, n.Line, "the tag %s: the configuration uses plain YAML values", n.Tag)
+		return nil
+	}
+	r.fail(path, n.Line, "an unexpected YAML node")
+	return nil
+}
+
+func join(path, key string) string {
+	if path == "" {
+		return key
+	}
+	return path + "." + key
+}
+
+var compiled = func() *jsonschema.Schema {
+	doc, err := jsonschema.UnmarshalJSON(strings.NewReader(string(Schema)))
+	if err != nil {
+		panic("gateway: config.schema.json: " + err.Error()) // the embedded file; a test reads it
+	}
+	c := jsonschema.NewCompiler()
+	if err := c.AddResource("config.schema.json", doc); err != nil {
+		panic("gateway: config.schema.json: " + err.Error())
+	}
+	s, err := c.Compile("config.schema.json")
+	if err != nil {
+		panic("gateway: config.schema.json: " + err.Error())
+	}
+	return s
+}()
+
+var printer = message.NewPrinter(language.English)
+
+// validate holds doc to the schema, one Problem per leaf fault.
+func validate(doc any, lines lineMap) Problems {
+	err := compiled.Validate(doc)
+	if err == nil {
+		return nil
+	}
+	var ve *jsonschema.ValidationError
+	if !errors.As(err, &ve) {
+		return Problems{{Msg: err.Error()}}
+	}
+	var ps Problems
+	var walk func(e *jsonschema.ValidationError)
+	walk = func(e *jsonschema.ValidationError) {
+		if len(e.Causes) > 0 {
+			for _, c := range e.Causes {
+				walk(c)
+			}
+			return
+		}
+		path := pathOf(e.InstanceLocation)
+		switch k := e.ErrorKind.(type) {
+		case *kind.AdditionalProperties:
+			for _, p := range k.Properties {
+				ps = append(ps, Problem{Path: join(path, p), Line: lines[join(path, p)], Msg: "unknown key"})
+			}
+			return
+		case *kind.Required:
+			for _, m := range k.Missing {
+				ps = append(ps, Problem{Path: join(path, m), Line: lines[path], Msg: "missing (required)"})
+			}
+			return
+		}
+		ps = append(ps, Problem{Path: path, Line: lines[path], Msg: e.ErrorKind.LocalizedString(printer)})
+	}
+	walk(ve)
+	sortProblems(ps)
+	return ps
+}
+
+// pathOf spells a JSON Schema instance location as a key path.
+func pathOf(loc []string) string {
+	var b strings.Builder
+	for _, s := range loc {
+		if _, err := strconv.Atoi(s); err == nil && b.Len() > 0 {
+			b.WriteString("[" + s + "]")
+			continue
+		}
+		if b.Len() > 0 {
+			b.WriteByte('.')
+		}
+		b.WriteString(s)
+	}
+	return b.String()
+}
+
+func sortProblems(ps Problems) {
+	sort.SliceStable(ps, func(i, j int) bool {
+		if ps[i].Line != ps[j].Line {
+			return ps[i].Line < ps[j].Line
+		}
+		return ps[i].Path < ps[j].Path
+	})
+}
+
+// build checks what the schema cannot and makes the Config.
+func build(m map[string]any, lines lineMap, dir string) (*Config, error) {
+	var ps Problems
+	fail := func(path, format string, args ...any) {
+		ps = append(ps, Problem{Path: path, Line: lines[path], Msg: fmt.Sprintf(format, args...)})
+	}
+	str := func(m map[string]any, k string) string { s, _ := m[k].(string); return s }
+	file := func(p string) string {
+		if p == "" || filepath.IsAbs(p) {
+			return p
+		}
+		return filepath.Join(dir, p)
+	}
+	c := &Config{Listen: str(m, "listen"), Admin: str(m, "admin"), TrustFile: file(str(m, "trust_file"))}
+	addr := func(path, a string) {
+		host, port, err := net.SplitHostPort(a)
+		if err != nil {
+			fail(path, "not host:port: %v", err)
+			return
+		}
+		if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+			fail(path, "port %q is not a number from 0 to 65535", port)
+		}
+		_ = host // empty: every interface
+	}
+	addr("listen", c.Listen)
+	if c.Admin != "" {
+		addr("admin", c.Admin)
+		if c.Admin == c.Listen && !strings.HasSuffix(c.Admin, ":0") { // port 0: each gets its own
+			fail("admin", "the same address as listen: the admin port must be its own")
+		}
+	}
+
+	id, _ := m["identity"].(map[string]any)
+	c.Identity = Identity{ID: str(id, "id"), KeyFile: file(str(id, "key_file")), KeyEnv: str(id, "key_env")}
+	switch {
+	case c.Identity.KeyFile == "" && c.Identity.KeyEnv == "":
+		fail("identity", "give the private key as key_file or key_env")
+	case c.Identity.KeyFile != "" && c.Identity.KeyEnv != "":
+		fail("identity.key_env", "give key_file or key_env, not both")
+	}
+
+	c.Store = str(m, "store")
+	switch {
+	case c.Store == "":
+		c.Store = "sqlite:" + filepath.Join(dir, "hops.db")
+	case strings.HasPrefix(c.Store, "sqlite:"):
+		c.Store = "sqlite:" + file(strings.TrimPrefix(c.Store, "sqlite:"))
+	default:
+		if _, err := url.Parse(c.Store); err != nil {
+			fail("store", "not a PostgreSQL DSN: %v", redactURLError(err))
+		}
+	}
+
+	if in, ok := m["inbound"].(map[string]any); ok {
+		c.Inbound.BearerTokensFile = file(str(in, "bearer_tokens_file"))
+	}
+
+	if pol, ok := m["policy"].(map[string]any); ok {
+		dur := func(k string) (time.Duration, bool) {
+			s, ok := pol[k].(string)
+			if !ok {
+				return 0, false
+			}
+			d, err := time.ParseDuration(s)
+			if err != nil {
+				fail("policy."+k, "not a duration: %v", err)
+			}
+			return d, true
+		}
+		c.Policy.Skew, c.Policy.SkewSet = dur("skew")
+		if d, ok := dur("max_lifetime"); ok {
+			if d < time.Second {
+				fail("policy.max_lifetime", "at least 1s")
+			}
+			c.Policy.MaxLifetime = d
+		}
+		if n, ok := pol["max_chain"].(int64); ok {
+			c.Policy.MaxChain = int(n)
+		}
+		c.Policy.RequireFullChain, _ = pol["require_full_chain"].(bool)
+	}
+
+	names, paths := map[string]int{}, map[string]int{}
+	routes, _ := m["routes"].([]any)
+	for i, x := range routes {
+		r, _ := x.(map[string]any)
+		at := fmt.Sprintf("routes[%d]", i)
+		rt := Route{Name: str(r, "name"), Protocol: str(r, "protocol"), Path: str(r, "path"), WithoutHandoff: str(r, "without_handoff")}
+		rt.FailuresEffectFree, _ = r["failures_effect_free"].(bool)
+		if rt.WithoutHandoff == "" {
+			rt.WithoutHandoff = "reject" // fail safe
+		}
+		if rt.Protocol == "mcp" {
+			// In the schema (docs/spec.md section 6), not yet served: a
+			// configuration this gateway cannot run is not valid here.
+			fail(at+".protocol", "mcp routes are not served by this version of the gateway yet; only a2a")
+		}
+		if j, dup := names[rt.Name]; dup {
+			fail(at+".name", "%q is also the name of routes[%d]", rt.Name, j)
+		}
+		names[rt.Name] = i
+		if !strings.HasSuffix(rt.Path, "/") {
+			rt.Path += "/"
+		}
+		if j, dup := paths[rt.Path]; dup {
+			fail(at+".path", "%q is also the path of routes[%d]", rt.Path, j)
+		}
+		paths[rt.Path] = i
+		u, err := url.Parse(str(r, "upstream"))
+		switch {
+		case err != nil:
+			fail(at+".upstream", "not a URL: %v", err)
+		case u.User != nil:
+			fail(at+".upstream", "a URL with credentials in it: the gateway sends none of its own")
+		case u.RawQuery != "" || u.Fragment != "":
+			fail(at+".upstream", "a base URL takes no query or fragment")
+		default:
+			rt.Upstream = u
+		}
+		c.Routes = append(c.Routes, rt)
+	}
+	if len(ps) > 0 {
+		sortProblems(ps)
+		return nil, ps
+	}
+	c.lines = lines
+	return c, nil
+}
+
+// redactURLError keeps a DSN's password out of the message.
+func redactURLError(err error) error {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		return ue.Err
+	}
+	return err
+}
+
+// Redacted is the configuration as the admin port shows it: secrets (a
+// PostgreSQL DSN's password) masked; a key is named by its file or
+// variable, never shown.
+func (c *Config) Redacted() ([]byte, error) {
+	store := c.Store
+	if u, err := url.Parse(store); err == nil && u.User != nil {
+		if _, has := u.User.Password(); has {
+			u.User = url.UserPassword(u.User.Username(), "xxxxx")
+			store = u.String()
+		}
+	}
+	type route struct {
+		Name               string `json:"name"`
+		Protocol           string `json:"protocol"`
+		Path               string `json:"path"`
+		Upstream           string `json:"upstream"`
+		WithoutHandoff     string `json:"without_handoff"`
+		FailuresEffectFree bool   `json:"failures_effect_free"`
+	}
+	out := struct {
+		Listen   string `json:"listen"`
+		Admin    string `json:"admin,omitempty"`
+		Identity struct {
+			ID      string `json:"id"`
+			KeyFile string `json:"key_file,omitempty"`
+			KeyEnv  string `json:"key_env,omitempty"`
+		} `json:"identity"`
+		TrustFile string `json:"trust_file"`
+		Store     string `json:"store"`
+		Inbound   struct {
+			BearerTokensFile string `json:"bearer_tokens_file,omitempty"`
+		} `json:"inbound"`
+		Policy struct {
+			Skew             string `json:"skew"`
+			MaxLifetime      string `json:"max_lifetime"`
+			MaxChain         int    `json:"max_chain"`
+			RequireFullChain bool   `json:"require_full_chain"`
+		} `json:"policy"`
+		Routes []route `json:"routes"`
+	}{Listen: c.Listen, Admin: c.Admin, TrustFile: c.TrustFile, Store: store}
+	out.Identity.ID, out.Identity.KeyFile, out.Identity.KeyEnv = c.Identity.ID, c.Identity.KeyFile, c.Identity.KeyEnv
+	out.Inbound.BearerTokensFile = c.Inbound.BearerTokensFile
+	o := c.Policy
+	out.Policy.Skew, out.Policy.MaxLifetime = o.EffectiveSkew().String(), o.EffectiveMaxLifetime().String()
+	out.Policy.MaxChain, out.Policy.RequireFullChain = o.EffectiveMaxChain(), o.RequireFullChain
+	for _, r := range c.Routes {
+		out.Routes = append(out.Routes, route{r.Name, r.Protocol, r.Path, r.Upstream.String(), r.WithoutHandoff, r.FailuresEffectFree})
+	}
+	return json.MarshalIndent(out, "", "  ")
+}
+
+// EffectiveSkew is the skew the checks allow (D4: 60 s unless given).
+func (p Policy) EffectiveSkew() time.Duration {
+	if !p.SkewSet {
+		return handoff.EffectiveSkew(0)
+	}
+	return p.Skew
+}
+
+// Options are the receiving checks' options for this policy, as Me.
+func (p Policy) Options(me string, keys handoff.KeySource) handoff.Options {
+	skew := p.EffectiveSkew()
+	if skew == 0 {
+		skew = handoff.NoSkew
+	}
+	lim := handoff.DefaultLimits()
+	lim.MaxChain = p.EffectiveMaxChain()
+	return handoff.Options{Me: me, Keys: keys, Skew: skew, MaxLifetime: p.EffectiveMaxLifetime(),
+		Limits: lim, RequireFullChain: p.RequireFullChain}
+}
+
+// EffectiveMaxLifetime is the longest lifetime accepted (D4: 300 s).
+func (p Policy) EffectiveMaxLifetime() time.Duration {
+	if p.MaxLifetime == 0 {
+		return 300 * time.Second
+	}
+	return p.MaxLifetime
+}
+
+// EffectiveMaxChain is the longest chain accepted (16 unless given).
+func (p Policy) EffectiveMaxChain() int {
+	if p.MaxChain == 0 {
+		return handoff.DefaultLimits().MaxChain
+	}
+	return p.MaxChain
+}

@@ -1,0 +1,252 @@
+package gateway
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+const good = `listen: 127.0.0.1:8443
+admin: 127.0.0.1:9443
+identity:
+  id: https://coder.example/agent
+  key_file: coder.jwk
+trust_file: trust.json
+store: sqlite:state/hops.db
+inbound:
+  bearer_tokens_file: tokens.json
+policy:
+  skew: 60s
+  max_lifetime: 300s
+  max_chain: 16
+  require_full_chain: false
+routes:
+  - name: coder
+    protocol: a2a
+    path: /
+    upstream: http://127.0.0.1:7000/
+    without_handoff: reject
+`
+
+// TestParseSpecExample: the keys of docs/spec.md section 6, with exactly
+// those names, read as that section says; relative paths are the
+// configuration file's folder's.
+func TestParseSpecExample(t *testing.T) {
+	c, err := Parse([]byte(good), "/etc/handoff")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := c.Routes[0]
+	switch {
+	case c.Listen != "127.0.0.1:8443" || c.Admin != "127.0.0.1:9443":
+		t.Errorf("addresses: %q %q", c.Listen, c.Admin)
+	case c.Identity.ID != "https://coder.example/agent" || c.Identity.KeyFile != "/etc/handoff/coder.jwk":
+		t.Errorf("identity: %+v", c.Identity)
+	case c.TrustFile != "/etc/handoff/trust.json" || c.Store != "sqlite:/etc/handoff/state/hops.db":
+		t.Errorf("files: %q %q", c.TrustFile, c.Store)
+	case c.Inbound.BearerTokensFile != "/etc/handoff/tokens.json":
+		t.Errorf("inbound: %+v", c.Inbound)
+	case c.Policy.EffectiveSkew() != time.Minute || c.Policy.EffectiveMaxLifetime() != 5*time.Minute || c.Policy.EffectiveMaxChain() != 16:
+		t.Errorf("policy: %+v", c.Policy)
+	case r.Name != "coder" || r.Protocol != "a2a" || r.Path != "/" || r.Upstream.String() != "http://127.0.0.1:7000/" || r.WithoutHandoff != "reject":
+		t.Errorf("route: %+v", r)
+	}
+}
+
+// TestParseDefaults: absent keys take D4's defaults, without_handoff
+// "reject" (fail safe), the store sqlite:hops.db beside the file.
+func TestParseDefaults(t *testing.T) {
+	c, err := Parse([]byte(`{"listen": ":8443", "identity": {"id": "me", "key_env": "KEY"}, "trust_file": "/t.json",
+		"routes": [{"name": "m", "protocol": "a2a", "path": "/mcp", "upstream": "https://tools.example/mcp"}]}`), "/srv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Store != "sqlite:/srv/hops.db" || c.Routes[0].WithoutHandoff != "reject" || c.Routes[0].Path != "/mcp/" || c.Admin != "" {
+		t.Errorf("%+v", c)
+	}
+	if c.Policy.EffectiveSkew() != time.Minute || c.Policy.EffectiveMaxLifetime() != 5*time.Minute {
+		t.Errorf("policy: %+v", c.Policy)
+	}
+	o := c.Policy.Options("me", nil)
+	if o.Skew != time.Minute || o.MaxLifetime != 5*time.Minute || o.Limits.MaxChain != 16 {
+		t.Errorf("options: %+v", o)
+	}
+	// "0s" is no skew at all, not the default.
+	c, err = Parse([]byte(strings.Replace(good, "skew: 60s", "skew: 0s", 1)), "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o := c.Policy.Options("me", nil); o.Skew >= 0 {
+		t.Errorf("skew 0s: %v, want NoSkew", o.Skew)
+	}
+}
+
+// TestParseProblems: SPEC section 6, "--validate-only ... one line per
+// error naming the key path and line"; unknown keys are errors.
+func TestParseProblems(t *testing.T) {
+	for _, tc := range []struct {
+		name, edit, with string
+		want             []string
+	}{
+		{"unknown top-level key", "listen: 127.0.0.1:8443\n", "listen: 127.0.0.1:8443\nlisten_tls: yes\n",
+			[]string{"listen_tls (line 2): unknown key"}},
+		{"unknown nested key", "  max_chain: 16\n", "  max_chain: 16\n  max_chians: 3\n",
+			[]string{"policy.max_chians (line 14): unknown key"}},
+		{"unknown route key", "    without_handoff: reject\n", "    without_handoff: reject\n    timeout: 3s\n",
+			[]string{"routes[0].timeout (line 21): unknown key"}},
+		{"bad enum", "protocol: a2a", "protocol: grpc",
+			[]string{"routes[0].protocol (line 17): "}},
+		{"bad without_handoff", "without_handoff: reject", "without_handoff: allow",
+			[]string{"routes[0].without_handoff (line 20): "}},
+		{"missing required", "trust_file: trust.json\n", "",
+			[]string{"trust_file (line 1): missing (required)"}},
+		{"wrong type", "max_chain: 16", "max_chain: sixteen",
+			[]string{"policy.max_chain (line 13): "}},
+		{"bad duration", "skew: 60s", "skew: 60",
+			[]string{"policy.skew (line 11): "}},
+		{"duplicate key", "admin: 127.0.0.1:9443\n", "admin: 127.0.0.1:9443\nadmin: 127.0.0.1:9444\n",
+			[]string{"admin (line 3): given twice (first at line 2)"}},
+		{"two key sources", "  key_file: coder.jwk\n", "  key_file: coder.jwk\n  key_env: CODER_KEY\n",
+			[]string{"identity.key_env (line 6): give key_file or key_env, not both"}},
+		{"no key source", "  key_file: coder.jwk\n", "",
+			[]string{"identity (line 3): give the private key as key_file or key_env"}},
+		{"admin is listen", "admin: 127.0.0.1:9443", "admin: 127.0.0.1:8443",
+			[]string{"admin (line 2): the same address as listen"}},
+		{"bad address", "listen: 127.0.0.1:8443", "listen: localhost",
+			[]string{"listen (line 1): not host:port"}},
+		{"bad store", "store: sqlite:state/hops.db", "store: mysql://db",
+			[]string{"store (line 7): "}},
+		{"upstream with credentials", "upstream: http://127.0.0.1:7000/", "upstream: http://u:p@127.0.0.1:7000/",
+			[]string{"routes[0].upstream (line 19): a URL with credentials in it"}},
+		{"upstream not http", "upstream: http://127.0.0.1:7000/", "upstream: ftp://127.0.0.1/",
+			[]string{"routes[0].upstream (line 19): "}},
+		{"mcp not yet served", "protocol: a2a", "protocol: mcp",
+			[]string{"routes[0].protocol (line 17): mcp routes are not served by this version"}},
+		{"duplicate route", "    without_handoff: reject\n", "    without_handoff: reject\n  - name: coder\n    protocol: a2a\n    path: /\n    upstream: http://127.0.0.1:7001/\n",
+			[]string{"routes[1].name (line 21): \"coder\" is also the name of routes[0]", "routes[1].path (line 23): \"/\" is also the path of routes[0]"}},
+		{"no routes", "routes:\n", "routes: []\n#",
+			[]string{"routes (line 15): "}},
+		{"alias", "store: sqlite:state/hops.db", "store: &s sqlite:state/hops.db\nadmin2: *s",
+			[]string{"admin2 (line 8): an alias (*s)"}},
+		{"custom tag", "trust_file: trust.json", "trust_file: !env TRUST",
+			[]string{"trust_file (line 6): the tag !env"}},
+		{"not YAML", "listen: 127.0.0.1:8443\n", "listen: [127.0.0.1:8443\n",
+			[]string{"(the file) (line "}},
+		{"two documents", "listen: 127.0.0.1:8443\n", "listen: 127.0.0.1:8443\n---\nlisten: x\n",
+			[]string{"(the file) (line 2): a second YAML document"}},
+		{"not a mapping", good, "- listen\n", []string{"(the file) (line 1): "}},
+		{"empty", good, "", []string{"(the file): the file is empty"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			doc := strings.Replace(good, tc.edit, tc.with, 1)
+			if tc.name == "no routes" {
+				doc = good[:strings.Index(good, "routes:")] + "routes: []\n"
+			}
+			_, err := Parse([]byte(doc), "/")
+			ps, ok := err.(Problems)
+			if !ok {
+				t.Fatalf("err = %v (%T), want Problems", err, err)
+			}
+			if len(ps) != len(tc.want) {
+				t.Fatalf("problems:\n%v\nwant %d: %q", ps, len(tc.want), tc.want)
+			}
+			for i, p := range ps {
+				if !strings.HasPrefix(p.String(), tc.want[i]) {
+					t.Errorf("problem %d = %q, want it to begin %q", i, p, tc.want[i])
+				}
+			}
+		})
+	}
+}
+
+// TestOpen reads the files a configuration names; their problems are at
+// the key that names them, and never quote a secret.
+func TestOpen(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, s string) {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(s), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	key, _ := os.ReadFile("../../../../testdata/example/coder.jwk")
+	write("coder.jwk", string(key))
+	trustFile, _ := os.ReadFile("../../../../testdata/example/trust.json")
+	write("trust.json", string(trustFile))
+	write("tokens.json", `{"s3cret-token-planner-0123456789": "https://planner.example"}`)
+	c, err := Parse([]byte(good), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := c.Open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Signer == nil || res.Keys == nil || res.Tokens["s3cret-token-planner-0123456789"] != "https://planner.example" {
+		t.Fatalf("%+v", res)
+	}
+
+	write("tokens.json", `{"short": "https://planner.example", "s3cret-token-planner-0123456789": "https://planner.example", "s3cret-token-planner-0123456789": "x"}`)
+	write("trust.json", `{"agents": []`)
+	write("coder.jwk", string(trustFile))
+	_, err = c.Open()
+	msg := err.Error()
+	for _, want := range []string{"identity.key_file (line 5): not a private key", "trust_file (line 6): ", "inbound.bearer_tokens_file (line 9): "} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("missing %q in:\n%s", want, msg)
+		}
+	}
+	if strings.Contains(msg, "s3cret") || strings.Contains(msg, "\"short\"") {
+		t.Errorf("a token is quoted:\n%s", msg)
+	}
+
+	c.Identity.KeyFile, c.Identity.KeyEnv = "", "HANDOFF_TEST_NO_SUCH_VAR"
+	c.lines["identity.key_env"] = 5
+	if _, err := c.Open(); err == nil || !strings.Contains(err.Error(), "identity.key_env (line 5): the environment variable HANDOFF_TEST_NO_SUCH_VAR is not set") {
+		t.Errorf("key_env: %v", err)
+	}
+}
+
+// TestSchemaDescribesEveryKey: the embedded schema compiles (the package
+// would not start otherwise) and documents every key it allows.
+func TestSchemaDescribesEveryKey(t *testing.T) {
+	for _, key := range []string{`"listen"`, `"admin"`, `"identity"`, `"key_file"`, `"key_env"`, `"trust_file"`, `"store"`,
+		`"inbound"`, `"bearer_tokens_file"`, `"policy"`, `"skew"`, `"max_lifetime"`, `"max_chain"`, `"require_full_chain"`,
+		`"routes"`, `"name"`, `"protocol"`, `"path"`, `"upstream"`, `"without_handoff"`} {
+		if !strings.Contains(string(Schema), key+": {\"description\"") && !strings.Contains(string(Schema), key+": {\n      \"description\"") {
+			t.Errorf("the schema does not describe %s", key)
+		}
+	}
+}
+
+// FuzzParse: whatever the file holds, Parse returns a Config or
+// Problems, never panics, and a Config it returns has a redacted view.
+func FuzzParse(f *testing.F) {
+	for _, seed := range []string{
+		good,
+		"listen: [\n",
+		"a: &x 1\nb: *x\n",
+		"<<: {listen: 1}\n",
+		"listen: !!binary aGk=\n",
+		"---\nlisten: 1\n---\nlisten: 2\n",
+		strings.Repeat("[", 64) + strings.Repeat("]", 64),
+		"routes:\n  - {name: a, name: b}\n",
+	} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		c, err := Parse(data, t.TempDir())
+		if err != nil {
+			var ps Problems
+			if !errors.As(err, &ps) || len(ps) == 0 {
+				t.Fatalf("error %v is not Problems", err)
+			}
+			return
+		}
+		if _, err := c.Redacted(); err != nil {
+			t.Fatalf("redacted: %v", err)
+		}
+	})
+}

@@ -1,0 +1,125 @@
+package gateway
+
+import (
+	"errors"
+	"fmt"
+	"github.com/go-json-experiment/json/jsontext"
+	"io"
+	"os"
+
+	"github.com/go-json-experiment/json"
+
+	"github.com/quantumlearningmachines/handoff"
+	"github.com/quantumlearningmachines/handoff/trust"
+)
+
+// Resources are what a configuration's files and variables hold.
+type Resources struct {
+	Signer *handoff.Signer
+	Keys   *trust.Config
+	// Tokens maps a bearer token to the AgentId it authenticates.
+	Tokens map[string]string
+}
+
+// maxSecretFile bounds a key or tokens file.
+const maxSecretFile = 1 << 20
+
+// Open reads the key, the trust file and the tokens file c names, each
+// problem at the key that names the file. Nothing secret is quoted.
+func (c *Config) Open() (*Resources, error) {
+	var ps Problems
+	fail := func(path, format string, args ...any) {
+		ps = append(ps, Problem{Path: path, Line: c.lines[path], Msg: fmt.Sprintf(format, args...)})
+	}
+	res := &Resources{Tokens: map[string]string{}}
+
+	var jwk []byte
+	keyAt := "identity.key_file"
+	if c.Identity.KeyEnv != "" {
+		keyAt = "identity.key_env"
+		v, ok := os.LookupEnv(c.Identity.KeyEnv)
+		if !ok || v == "" {
+			fail(keyAt, "the environment variable %s is not set", c.Identity.KeyEnv)
+		}
+		jwk = []byte(v)
+	} else {
+		b, err := readBounded(c.Identity.KeyFile)
+		if err != nil {
+			fail(keyAt, "%v", err)
+		}
+		jwk = b
+	}
+	if len(jwk) > 0 {
+		if k, _, err := trust.ParsePrivateJWK(jwk); err != nil {
+			fail(keyAt, "not a private key (a P-256 JWK with d): %v", err)
+		} else if s, err := handoff.NewSigner(k); err != nil {
+			fail(keyAt, "%v", err)
+		} else {
+			res.Signer = s
+		}
+	}
+
+	if keys, err := trust.Load(c.TrustFile); err != nil {
+		fail("trust_file", "%v", err)
+	} else {
+		res.Keys = keys
+	}
+
+	if f := c.Inbound.BearerTokensFile; f != "" {
+		b, err := readBounded(f)
+		if err != nil {
+			fail("inbound.bearer_tokens_file", "%v", err)
+		} else {
+			var m map[string]string
+			if err := json.Unmarshal(b, &m); err != nil {
+				// The decoder's message may quote a token: say only where.
+				fail("inbound.bearer_tokens_file", "not a JSON object of token to AgentId (%s)", jsonWhere(err))
+			}
+			for tok, id := range m {
+				switch {
+				case len(tok) < 16:
+					fail("inbound.bearer_tokens_file", "a token shorter than 16 characters (for AgentId %q): too easy to guess", id)
+				case id == "":
+					fail("inbound.bearer_tokens_file", "a token mapped to an empty AgentId")
+				}
+			}
+			if len(ps) == 0 {
+				res.Tokens = m
+			}
+		}
+	}
+	if len(ps) > 0 {
+		sortProblems(ps)
+		return nil, ps
+	}
+	return res, nil
+}
+
+// jsonWhere is where a JSON error is, without the values it may quote.
+func jsonWhere(err error) string {
+	var se *json.SemanticError
+	var sx *jsontext.SyntacticError
+	switch {
+	case errors.As(err, &sx):
+		return fmt.Sprintf("malformed JSON at octet %d", sx.ByteOffset)
+	case errors.As(err, &se):
+		return fmt.Sprintf("a value that is not text at octet %d", se.ByteOffset)
+	}
+	return "malformed"
+}
+
+func readBounded(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, maxSecretFile+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(b) > maxSecretFile {
+		return nil, fmt.Errorf("%s is larger than %d octets", path, maxSecretFile)
+	}
+	return b, nil
+}

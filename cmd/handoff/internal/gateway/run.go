@@ -1,0 +1,101 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+)
+
+// drainTimeout bounds the graceful drain of in-flight requests and open
+// streams on SIGTERM or SIGINT.
+const drainTimeout = 30 * time.Second
+
+// Run is "handoff serve --config path": it serves until SIGTERM or
+// SIGINT (then drains), and reloads on SIGHUP. ready, if not nil, gets
+// the listen and admin addresses once both listen.
+func Run(ctx context.Context, path string, log *slog.Logger, ready func(listen, admin string)) error {
+	c, err := Load(path)
+	if err != nil {
+		return err
+	}
+	res, err := c.Open()
+	if err != nil {
+		return err
+	}
+	s, err := New(ctx, c, res, log)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+
+	ln, err := net.Listen("tcp", c.Listen)
+	if err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	main := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	servers := []*http.Server{main}
+	errc := make(chan error, 2)
+	go func() { errc <- main.Serve(ln) }()
+	adminAddr := ""
+	if c.Admin != "" {
+		aln, err := net.Listen("tcp", c.Admin)
+		if err != nil {
+			main.Close()
+			return fmt.Errorf("admin: %w", err)
+		}
+		admin := &http.Server{Handler: s.AdminHandler(), ReadHeaderTimeout: 10 * time.Second}
+		servers = append(servers, admin)
+		go func() { errc <- admin.Serve(aln) }()
+		adminAddr = aln.Addr().String()
+	}
+	// Signals are taken before anyone is told the gateway is up: a SIGHUP
+	// sent then must reload it, not end the process.
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGHUP, syscall.SIGTERM, syscall.SIGINT)
+	defer signal.Stop(sigs)
+	sweepCtx, stopSweep := context.WithCancel(ctx)
+	defer stopSweep()
+	s.Sweep(sweepCtx, time.Minute)
+	log.Info("serving", "listen", ln.Addr().String(), "admin", adminAddr, "identity", c.Identity.ID, "routes", len(c.Routes))
+	if ready != nil {
+		ready(ln.Addr().String(), adminAddr)
+	}
+
+	for {
+		select {
+		case sig := <-sigs:
+			if sig == syscall.SIGHUP {
+				s.Reload(path) // logs and counts its own failure
+				continue
+			}
+			log.Info("draining", "signal", sig.String(), "timeout", drainTimeout.String())
+			return shutdown(servers)
+		case <-ctx.Done():
+			return shutdown(servers)
+		case err := <-errc:
+			shutdown(servers)
+			return err
+		}
+	}
+}
+
+// shutdown stops taking requests and waits for those in flight, streams
+// included, up to drainTimeout.
+func shutdown(servers []*http.Server) error {
+	ctx, cancel := context.WithTimeout(context.Background(), drainTimeout)
+	defer cancel()
+	var errs []error
+	for _, srv := range servers {
+		if err := srv.Shutdown(ctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}

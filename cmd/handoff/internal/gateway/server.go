@@ -1,0 +1,366 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/a2aproject/a2a-go/a2a"
+	"github.com/a2aproject/a2a-go/a2aclient"
+	"github.com/a2aproject/a2a-go/a2aclient/agentcard"
+	"github.com/a2aproject/a2a-go/a2asrv"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/quantumlearningmachines/handoff"
+	"github.com/quantumlearningmachines/handoff/a2ahandoff"
+	"github.com/quantumlearningmachines/handoff/delegate"
+	"github.com/quantumlearningmachines/handoff/store"
+	"github.com/quantumlearningmachines/handoff/store/postgres"
+	"github.com/quantumlearningmachines/handoff/store/sqlite"
+	"github.com/quantumlearningmachines/handoff/trust"
+)
+
+// Server is one gateway: its routes on the listen address, its admin
+// endpoints, one store and one identity for every route.
+type Server struct {
+	log   *slog.Logger
+	store interface {
+		store.Store
+		Close() error
+	}
+	reg     *prometheus.Registry
+	metrics *metrics
+
+	// What a reload (SIGHUP) may change while running: the trust file
+	// and the bearer tokens. Every other key needs a restart.
+	cfg    atomic.Pointer[Config]
+	keys   atomic.Pointer[trust.Config]
+	tokens atomic.Pointer[map[string]string]
+
+	routes   []*route
+	handler  http.Handler
+	started  time.Time
+	reloadMu sync.Mutex
+}
+
+// route is one configured upstream, served under its path.
+type route struct {
+	cfg      Route
+	x        *a2ahandoff.Executor
+	upstream *upstreamA2A
+	card     cardCache
+}
+
+// New opens the store and builds every route. The caller closes the
+// Server.
+func New(ctx context.Context, c *Config, res *Resources, log *slog.Logger) (*Server, error) {
+	s := &Server{log: log, reg: prometheus.NewRegistry(), started: time.Now()}
+	s.cfg.Store(c)
+	s.keys.Store(res.Keys)
+	s.tokens.Store(&res.Tokens)
+	s.metrics = newMetrics(s.reg)
+	s.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+
+	var err error
+	switch {
+	case strings.HasPrefix(c.Store, "sqlite:"):
+		s.store, err = sqlite.Open(ctx, strings.TrimPrefix(c.Store, "sqlite:"))
+	default:
+		s.store, err = postgres.Open(ctx, c.Store)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("store: %w", err)
+	}
+	mux := http.NewServeMux()
+	for _, rc := range c.Routes {
+		r, err := s.newRoute(ctx, c, res, rc)
+		if err != nil {
+			s.store.Close()
+			return nil, fmt.Errorf("route %s: %w", rc.Name, err)
+		}
+		s.routes = append(s.routes, r)
+		mux.Handle(rc.Path, s.instrument(rc, http.StripPrefix(strings.TrimSuffix(rc.Path, "/"), r.handler(s))))
+	}
+	s.handler = mux
+	return s, nil
+}
+
+// liveKeys is the trust file as last (re)loaded.
+type liveKeys struct{ s *Server }
+
+func (k liveKeys) Keys(iss, kid string) []trust.Key { return k.s.keys.Load().Keys(iss, kid) }
+
+func (s *Server) newRoute(ctx context.Context, c *Config, res *Resources, rc Route) (*route, error) {
+	if rc.Protocol != "a2a" {
+		return nil, fmt.Errorf("protocol %q: this gateway serves a2a routes only, so far", rc.Protocol)
+	}
+	base := rc.Upstream.String()
+	client, card, err := upstreamClient(ctx, base)
+	if err != nil {
+		return nil, err
+	}
+	if card == nil {
+		s.log.Warn("the upstream's agent card could not be read: calling it over JSON-RPC, streaming; the card is read again when asked for",
+			"route", rc.Name, "upstream", base)
+	}
+	up := &upstreamA2A{route: rc.Name, client: client, log: s.log, tasks: map[a2a.TaskID]a2a.TaskID{}}
+	o := c.Policy.Options(c.Identity.ID, liveKeys{s})
+	x, err := a2ahandoff.NewExecutor(ctx, up, a2ahandoff.ServerConfig{
+		Delegate:                delegate.Config{Options: o, Store: s.store, Signer: res.Signer},
+		Sender:                  a2ahandoff.UserName,
+		AllowPlain:              rc.WithoutHandoff == "pass",
+		NoEffectUnlessCompleted: rc.FailuresEffectFree,
+	})
+	if err != nil {
+		return nil, err
+	}
+	r := &route{cfg: rc, x: x, upstream: up}
+	r.card.base, r.card.card = base, card
+	return r, nil
+}
+
+// upstreamClient is an a2a-go client for the upstream at base: from its
+// agent card when it can be read (so that a2aclient streams only to an
+// upstream that says it streams), else over JSON-RPC at base.
+func upstreamClient(ctx context.Context, base string) (*a2aclient.Client, *a2a.AgentCard, error) {
+	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if card, err := agentcard.DefaultResolver.Resolve(cctx, base); err == nil {
+		// The card names where the upstream takes requests; the gateway
+		// calls the URL it was configured with, over JSON-RPC.
+		card := *card
+		card.URL, card.PreferredTransport, card.AdditionalInterfaces = base, a2a.TransportProtocolJSONRPC, nil
+		c, err := a2aclient.NewFromCard(ctx, &card)
+		return c, &card, err
+	}
+	c, err := a2aclient.NewFromEndpoints(ctx, []a2a.AgentInterface{{URL: base, Transport: a2a.TransportProtocolJSONRPC}})
+	return c, nil, err
+}
+
+// handler serves the route: its agent card, rewritten to the gateway,
+// and the JSON-RPC endpoint, checked by a2ahandoff.
+func (r *route) handler(s *Server) http.Handler {
+	rpc := a2ahandoff.StrictHandler(a2asrv.NewJSONRPCHandler(
+		a2ahandoff.NewHandler(r.x, a2asrv.WithCallInterceptor(bearerAuth{s: s}))))
+	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		switch req.URL.Path {
+		case a2asrv.WellKnownAgentCardPath, "/.well-known/agent.json":
+			r.serveCard(w, req)
+			return
+		}
+		// The caller's credentials are the gateway's to check, never the
+		// upstream's to see (SPEC section 6); the upstream client sends
+		// none of its own.
+		rpc.ServeHTTP(w, req)
+	})
+}
+
+// bearerAuth authenticates a caller by its bearer token (inbound.
+// bearer_tokens_file): the AgentId it maps to is the request's sender,
+// whom the draft's resend rule compares with the offer's iss.
+type bearerAuth struct {
+	a2asrv.PassthroughCallInterceptor
+	s *Server
+}
+
+func (b bearerAuth) Before(ctx context.Context, cc *a2asrv.CallContext, _ *a2asrv.Request) (context.Context, error) {
+	v, ok := cc.RequestMeta().Get("authorization")
+	if !ok || len(v) != 1 {
+		return ctx, nil
+	}
+	tok, ok := strings.CutPrefix(v[0], "Bearer ")
+	if !ok {
+		return ctx, nil
+	}
+	if id, ok := (*b.s.tokens.Load())[tok]; ok && tok != "" {
+		cc.User = &a2asrv.AuthenticatedUser{UserName: id}
+	}
+	return ctx, nil
+}
+
+// cardCache is the upstream's agent card, read again when it could not
+// be read, or is older than a minute.
+type cardCache struct {
+	base string
+	mu   sync.Mutex
+	card *a2a.AgentCard
+	at   time.Time
+}
+
+func (c *cardCache) get(ctx context.Context) (*a2a.AgentCard, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.card != nil && time.Since(c.at) < time.Minute {
+		return c.card, nil
+	}
+	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	card, err := agentcard.DefaultResolver.Resolve(cctx, c.base)
+	if err != nil {
+		if c.card != nil {
+			return c.card, nil // the last one read
+		}
+		return nil, err
+	}
+	c.card, c.at = card, time.Now()
+	return card, nil
+}
+
+// serveCard answers with the upstream's card as the gateway's: its URL
+// is the gateway's route, over JSON-RPC, and it lists the handoff
+// extension (required unless the route passes requests without one).
+func (r *route) serveCard(w http.ResponseWriter, req *http.Request) {
+	card, err := r.card.get(req.Context())
+	if err != nil {
+		http.Error(w, "the upstream's agent card could not be read", http.StatusBadGateway)
+		return
+	}
+	c := *card
+	scheme := "http"
+	if req.TLS != nil {
+		scheme = "https"
+	}
+	c.URL = scheme + "://" + req.Host + r.cfg.Path
+	c.PreferredTransport = a2a.TransportProtocolJSONRPC
+	c.AdditionalInterfaces = []a2a.AgentInterface{{URL: c.URL, Transport: a2a.TransportProtocolJSONRPC}}
+	c.Capabilities.Extensions = append([]a2a.AgentExtension(nil), card.Capabilities.Extensions...)
+	c.Capabilities.Extensions = append(c.Capabilities.Extensions, a2ahandoff.CardExtension(r.cfg.WithoutHandoff == "reject"))
+	a2asrv.NewStaticAgentCardHandler(&c).ServeHTTP(w, req)
+}
+
+// Handler serves the routes (the listen address).
+func (s *Server) Handler() http.Handler { return s.handler }
+
+// AdminHandler serves /metrics, /healthz, /readyz and /config.
+func (s *Server) AdminHandler() http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{}))
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		fmt.Fprintln(w, "ok")
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+		if err := s.Ready(r.Context()); err != nil {
+			http.Error(w, "not ready: "+err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprintln(w, "ready")
+	})
+	mux.HandleFunc("GET /config", func(w http.ResponseWriter, _ *http.Request) {
+		b, err := s.cfg.Load().Redacted()
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.Write(append(b, '\n'))
+	})
+	return mux
+}
+
+// Ready reports whether the gateway can take offers: its store answers
+// (within two seconds).
+func (s *Server) Ready(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	if _, err := s.store.Since(ctx); err != nil {
+		return fmt.Errorf("the store does not answer: %w", err)
+	}
+	return nil
+}
+
+// Reload reads the configuration file again and applies what may change
+// while running (trust_file, inbound.bearer_tokens_file); a change to
+// any other key is logged as needing a restart and not applied. An
+// invalid file changes nothing: the last good configuration stays.
+func (s *Server) Reload(path string) error {
+	s.reloadMu.Lock()
+	defer s.reloadMu.Unlock()
+	c, err := Load(path)
+	var res *Resources
+	if err == nil {
+		res, err = c.Open()
+	}
+	if err != nil {
+		s.metrics.reloads.WithLabelValues("failed").Inc()
+		s.metrics.configValid.Set(0)
+		s.log.Error("reload failed: the last good configuration stays", "config", path, "err", oneLine(err))
+		return err
+	}
+	old := s.cfg.Load()
+	for _, k := range restartKeys(old, c) {
+		s.log.Warn("reload: this key changed but needs a restart; the running value stays", "key", k)
+	}
+	s.keys.Store(res.Keys)
+	s.tokens.Store(&res.Tokens)
+	keep := *old
+	keep.TrustFile, keep.Inbound = c.TrustFile, c.Inbound
+	s.cfg.Store(&keep)
+	s.metrics.reloads.WithLabelValues("ok").Inc()
+	s.metrics.configValid.Set(1)
+	s.log.Info("reloaded", "config", path)
+	return nil
+}
+
+// restartKeys names the keys whose change a reload does not apply.
+func restartKeys(old, c *Config) []string {
+	var ks []string
+	if old.Listen != c.Listen {
+		ks = append(ks, "listen")
+	}
+	if old.Admin != c.Admin {
+		ks = append(ks, "admin")
+	}
+	if old.Identity != c.Identity {
+		ks = append(ks, "identity")
+	}
+	if old.Store != c.Store {
+		ks = append(ks, "store")
+	}
+	if old.Policy != c.Policy {
+		ks = append(ks, "policy")
+	}
+	if len(old.Routes) != len(c.Routes) {
+		ks = append(ks, "routes")
+	} else {
+		for i := range c.Routes {
+			a, b := old.Routes[i], c.Routes[i]
+			if a.Name != b.Name || a.Protocol != b.Protocol || a.Path != b.Path || a.Upstream.String() != b.Upstream.String() ||
+				a.WithoutHandoff != b.WithoutHandoff || a.FailuresEffectFree != b.FailuresEffectFree {
+				ks = append(ks, fmt.Sprintf("routes[%d]", i))
+			}
+		}
+	}
+	return ks
+}
+
+func oneLine(err error) string { return strings.ReplaceAll(err.Error(), "\n", "; ") }
+
+// Close waits for detached cancels to finish and closes the store; call
+// it after the HTTP servers have shut down.
+func (s *Server) Close() error {
+	for _, r := range s.routes {
+		r.x.Wait()
+	}
+	return s.store.Close()
+}
+
+// Sweep runs every delegate's sweeper until ctx ends.
+func (s *Server) Sweep(ctx context.Context, every time.Duration) {
+	for _, r := range s.routes {
+		go r.x.Delegate().RunSweeper(ctx, every, func(err error) {
+			if !errors.Is(err, context.Canceled) {
+				s.log.Error("sweep", "route", r.cfg.Name, "err", err)
+			}
+		})
+	}
+}
+
+var _ handoff.KeySource = liveKeys{}
