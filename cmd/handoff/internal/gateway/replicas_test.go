@@ -1,0 +1,219 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"fmt"
+	"log/slog"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/a2aproject/a2a-go/a2a"
+	"github.com/a2aproject/a2a-go/a2aclient"
+	_ "github.com/jackc/pgx/v5/stdlib"
+
+	"github.com/quantumlearningmachines/handoff"
+	"github.com/quantumlearningmachines/handoff/a2ahandoff"
+	"github.com/quantumlearningmachines/handoff/delegator"
+	"github.com/quantumlearningmachines/handoff/store"
+	"github.com/quantumlearningmachines/handoff/store/postgres"
+)
+
+// TestGatewayReplicas (SPEC.md section 6: "Several gateways on one
+// PostgreSQL store behave as one delegate"): two gateways on one
+// database, no sticky sessions. The same offer sent to both at once runs
+// upstream once; a retransmission to the other replica gets the
+// identical status octets; concurrent retransmissions to both agree.
+func TestGatewayReplicas(t *testing.T) {
+	rr := newReplicas(t)
+	r, dl, clients := rr.rig, rr.dl, rr.clients
+	ctx := context.Background()
+
+	// The same offer to both replicas at once.
+	h, issued, err := dl.Offer(ctx, delegator.Offer{Aud: "https://coder.example", Dialog: "ctx-r", Work: "run the tests"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := msg("complete")
+	m.ContextID = "ctx-r"
+	var wg sync.WaitGroup
+	replies := make([]*a2ahandoff.Reply, 2)
+	errs := make([]error, 2)
+	for i, cl := range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			mm := *m
+			mm.ID = fmt.Sprintf("m-%d", i)
+			replies[i], errs[i] = cl.Send(ctx, issued.Hop, h, &mm, nil)
+		}()
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("replica %d: %v", i, err)
+		}
+		if replies[i].Refused != nil {
+			t.Fatalf("replica %d refused: %v", i, replies[i].Refused)
+		}
+	}
+	if n := r.agent.runs.Load(); n != 1 {
+		t.Fatalf("the same offer sent to two replicas ran upstream %d times", n)
+	}
+
+	// Asked again on both replicas until the hop is complete: every answer
+	// after that carries the same final status octets.
+	deadline := time.Now().Add(10 * time.Second)
+	var final []byte
+	for final == nil {
+		rep, err := clients[1].Ask(ctx, issued.Hop)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rep.Issued != nil && rep.Issued.Resolved {
+			final = rep.Statuses[len(rep.Statuses)-1].Octets
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the hop never completed: %+v", rep.Issued)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	asks := make([][]byte, 8)
+	for i := range asks {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rep, err := clients[i%2].Ask(ctx, issued.Hop)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			if len(rep.Statuses) > 0 {
+				asks[i] = rep.Statuses[len(rep.Statuses)-1].Octets
+			}
+		}()
+	}
+	wg.Wait()
+	for i, b := range asks {
+		if !bytes.Equal(b, final) {
+			t.Errorf("retransmission %d to replica %d: other octets than the recorded status", i, i%2)
+		}
+	}
+	if n := r.agent.runs.Load(); n != 1 {
+		t.Fatalf("the upstream ran %d times", n)
+	}
+}
+
+// replicas are two gateways on one PostgreSQL database in front of the
+// rig's upstream, and a client of each for one delegator.
+type replicas struct {
+	*rig
+	dl      *delegator.Delegator
+	clients []*a2ahandoff.Client
+}
+
+func newReplicas(t *testing.T) *replicas {
+	t.Helper()
+	dsn := postgresDatabase(t)
+	r := newRig(t, "reject") // its upstream, keys and planner; its own gateway is not used
+	ctx := context.Background()
+	pre, err := postgres.Open(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// An empty store whose memory began a minute ago (see newRigWith).
+	if err := pre.Forget(ctx, time.Now().Add(-time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	pre.Close()
+
+	doc := fmt.Sprintf(`listen: 127.0.0.1:0
+identity: {id: "https://coder.example", key_env: UNUSED}
+trust_file: trust.json
+store: %q
+routes:
+  - {name: coder, protocol: a2a, path: /coder/, upstream: %q, without_handoff: reject}
+`, dsn, r.upstream.URL+"/")
+	c, err := Parse([]byte(doc), t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var urls []string
+	for i := range 2 {
+		log := slog.New(slog.NewTextHandler(&lockedWriter{w: r.logs}, nil)).With("replica", i)
+		gw, err := New(ctx, c, &Resources{Signer: r.coder, Keys: r.keys, Tokens: map[string]string{plannerToken: "https://planner.example"}}, log)
+		if err != nil {
+			t.Fatal(err)
+		}
+		front := httptest.NewServer(gw.Handler())
+		t.Cleanup(func() { front.Close(); gw.Close() })
+		urls = append(urls, front.URL+"/coder/")
+	}
+	// One delegator, a client for each replica.
+	dl, err := delegator.New(delegator.Config{Me: "https://planner.example", Signer: r.planner, Keys: r.keys, Store: store.NewFirstMemory()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var clients []*a2ahandoff.Client
+	for _, u := range urls {
+		ac, err := a2aclient.NewFromEndpoints(ctx, []a2a.AgentInterface{{URL: u, Transport: a2a.TransportProtocolJSONRPC}}, a2aclient.WithInterceptors(bearer{token: plannerToken}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cl, err := a2ahandoff.NewClient(ac, dl, a2ahandoff.ClientOptions{Encoding: handoff.JSON})
+		if err != nil {
+			t.Fatal(err)
+		}
+		clients = append(clients, cl)
+	}
+
+	return &replicas{rig: r, dl: dl, clients: clients}
+}
+
+// postgresDatabase is a fresh database on HANDOFF_TEST_POSTGRES (which
+// scripts/test.sh starts), as a postgres:// URL, the form the gateway's
+// store key takes; skipped when unset, failed in CI.
+func postgresDatabase(t *testing.T) string {
+	t.Helper()
+	dsn := os.Getenv("HANDOFF_TEST_POSTGRES")
+	if dsn == "" {
+		if os.Getenv("CI") != "" {
+			t.Fatal("HANDOFF_TEST_POSTGRES is not set: run the tests through scripts/test.sh, which starts PostgreSQL")
+		}
+		t.Skip("HANDOFF_TEST_POSTGRES is not set (scripts/test.sh starts a throwaway PostgreSQL)")
+	}
+	admin, err := sql.Open("pgx", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	name := fmt.Sprintf("gateway_%d", time.Now().UnixNano())
+	if _, err := admin.Exec("CREATE DATABASE " + name); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if a, err := sql.Open("pgx", dsn); err == nil {
+			a.Exec("DROP DATABASE " + name + " WITH (FORCE)")
+			a.Close()
+		}
+	})
+	if u, err := url.Parse(dsn); err == nil && u.Scheme != "" {
+		u.Path = "/" + name
+		return u.String()
+	}
+	// key=value form: the same as a URL's query.
+	q := url.Values{}
+	for _, f := range strings.Fields(dsn) {
+		if k, v, ok := strings.Cut(f, "="); ok && k != "dbname" {
+			q.Set(k, v)
+		}
+	}
+	return (&url.URL{Scheme: "postgres", Path: "/" + name, RawQuery: q.Encode()}).String()
+}
