@@ -58,6 +58,12 @@ type Config struct {
 	// (store.Record.Canceled, Equivocated) before it starts and at points
 	// where it can stop.
 	Stop func(iss, hop string)
+	// OnAnswer, if set, is called with every Answer Receive and
+	// ReceiveParsed return (not when they return an error: nothing was
+	// decided), after its record is written, with the time the checks
+	// and the store took. It is for metrics and logs: it must not block
+	// and must not change the Answer.
+	OnAnswer func(ctx context.Context, a *Answer, took time.Duration)
 	// Defer: an offer that passes every check is recorded "received" with
 	// no status, and the caller decides later with Accept or Reject (a
 	// person approves, say). Otherwise it is accepted at once.

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -388,6 +389,39 @@ func TestFirstMemory(t *testing.T) {
 	d = w.delegate(first, nil)
 	if a, err := d.Receive(ctx, b, "ctx", "planner"); err != nil || a.Take || statusOf(t, w, a.Status, b).Reason != handoff.ReasonReplay {
 		t.Fatalf("NewFirstMemory after Forget: %+v %v", a, err)
+	}
+}
+
+// TestOnAnswer: every decided answer is reported once, with its outcome,
+// after its record; an offer that cannot be read is reported too (step 1
+// rejections are answers).
+func TestOnAnswer(t *testing.T) {
+	w := newWorld(t)
+	ctx := context.Background()
+	var seen []handoff.Outcome
+	s := store.NewFirstMemory()
+	d := w.delegate(s, func(c *delegate.Config) {
+		c.OnAnswer = func(ctx context.Context, a *delegate.Answer, took time.Duration) {
+			if took <= 0 {
+				t.Errorf("took %v", took)
+			}
+			if a.Take {
+				if r, err := s.Get(ctx, a.Iss, a.Hop); err != nil || r == nil {
+					t.Errorf("reported before its record: %v", err)
+				}
+			}
+			seen = append(seen, a.Outcome)
+		}
+	})
+	b, _ := w.offer("")
+	for _, in := range [][]byte{b, b, []byte("not a handoff")} {
+		if _, err := d.Receive(ctx, in, "ctx", "planner"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := []handoff.Outcome{handoff.Accepted, handoff.Retransmission, handoff.Rejected}
+	if !slices.Equal(seen, want) {
+		t.Fatalf("reported %v, want %v", seen, want)
 	}
 }
 

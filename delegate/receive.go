@@ -52,6 +52,18 @@ func (d *Delegate) Receive(ctx context.Context, b []byte, dialog, sender string)
 // so that a carrier decodes a request's Handoff once
 // (handoff.Receiver.ReceiveParsed).
 func (d *Delegate) ReceiveParsed(ctx context.Context, h *handoff.Handoff, parseErr error, dialog, sender string) (*Answer, error) {
+	if d.cfg.OnAnswer == nil {
+		return d.receiveParsed(ctx, h, parseErr, dialog, sender)
+	}
+	start := time.Now()
+	a, err := d.receiveParsed(ctx, h, parseErr, dialog, sender)
+	if err == nil && a != nil {
+		d.cfg.OnAnswer(ctx, a, time.Since(start))
+	}
+	return a, err
+}
+
+func (d *Delegate) receiveParsed(ctx context.Context, h *handoff.Handoff, parseErr error, dialog, sender string) (*Answer, error) {
 	held := &readHolder{chain: h != nil && len(h.Chain) > 0} // see lookupOnly
 	res, err := d.recv.Load().ReceiveParsed(context.WithValue(ctx, costlyLater{}, held), h, parseErr, dialog)
 	if res == nil {

@@ -19,6 +19,7 @@ import (
 	"github.com/a2aproject/a2a-go/a2aclient"
 	"github.com/a2aproject/a2a-go/a2asrv"
 	"github.com/a2aproject/a2a-go/a2asrv/eventqueue"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/quantumlearningmachines/handoff"
 	"github.com/quantumlearningmachines/handoff/a2ahandoff"
@@ -98,7 +99,7 @@ type rig struct {
 	keys     *trust.Config
 	planner  *handoff.Signer
 	coder    *handoff.Signer
-	logs     *bytes.Buffer
+	logs     *lockedWriter
 }
 
 const plannerToken = "token-of-the-planner-0123456789"
@@ -135,7 +136,7 @@ func newRig(t *testing.T, withoutHandoff string) *rig {
 func newRigWith(t *testing.T, withoutHandoff string, streaming bool) *rig {
 	t.Helper()
 	ctx := context.Background()
-	r := &rig{agent: &plainAgent{started: make(chan struct{}, 4), saw: make(chan map[string]any, 16)}, keys: trust.New(), logs: &bytes.Buffer{}}
+	r := &rig{agent: &plainAgent{started: make(chan struct{}, 4), saw: make(chan map[string]any, 16)}, keys: trust.New(), logs: &lockedWriter{w: &bytes.Buffer{}}}
 	card := &a2a.AgentCard{Name: "coder", Description: "runs tests", Version: "1", ProtocolVersion: "0.3.0",
 		Capabilities: a2a.AgentCapabilities{Streaming: streaming}, DefaultInputModes: []string{"text"}, DefaultOutputModes: []string{"text"},
 		Skills: []a2a.AgentSkill{{ID: "test", Name: "test", Description: "runs the tests", Tags: []string{"test"}}}}
@@ -170,7 +171,7 @@ routes:
 		t.Fatal(err)
 	}
 	pre.Close()
-	log := slog.New(slog.NewTextHandler(&lockedWriter{w: r.logs}, nil))
+	log := slog.New(slog.NewTextHandler(r.logs, nil))
 	r.gw, err = New(ctx, c, &Resources{Signer: r.coder, Keys: r.keys, Tokens: map[string]string{plannerToken: "https://planner.example"}}, log)
 	if err != nil {
 		t.Fatal(err)
@@ -360,6 +361,27 @@ func TestGatewayRefuses(t *testing.T) {
 	}
 	if n := r.agent.runs.Load(); n != 1 {
 		t.Fatalf("the upstream ran %d times", n)
+	}
+	// Each answer counted once, by what it was (the message with no
+	// handoff never reached the checks).
+	m2 := r.gw.metrics
+	for _, c := range []struct {
+		name string
+		got  float64
+		want float64
+	}{
+		{"untrusted-key rejections", testutil.ToFloat64(m2.answers.WithLabelValues("coder", "rejected", "untrusted-key")), 1},
+		{"acceptances", testutil.ToFloat64(m2.answers.WithLabelValues("coder", "accepted", "none")), 1},
+		{"retransmissions not resent", testutil.ToFloat64(m2.retransmits.WithLabelValues("coder", "false")), 1},
+		{"retransmissions resent", testutil.ToFloat64(m2.retransmits.WithLabelValues("coder", "true")), 0},
+		{"checks timed", float64(testutil.CollectAndCount(m2.checkLatency)), 1},
+	} {
+		if c.got != c.want {
+			t.Errorf("%s: %v, want %v", c.name, c.got, c.want)
+		}
+	}
+	if logs := r.logs.String(); !strings.Contains(logs, "verdict=rejected") || !strings.Contains(logs, "reason=untrusted-key") {
+		t.Errorf("the rejection is not logged with its verdict and reason:\n%s", logs)
 	}
 }
 

@@ -1,12 +1,17 @@
 package gateway
 
 import (
+	"context"
+	"log/slog"
 	"net/http"
 	"runtime/debug"
 	"strconv"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/quantumlearningmachines/handoff"
+	"github.com/quantumlearningmachines/handoff/delegate"
 )
 
 // metrics are the gateway's Prometheus metrics, all named handoff_gateway_*,
@@ -16,6 +21,12 @@ type metrics struct {
 	latency     *prometheus.HistogramVec // route, protocol
 	reloads     *prometheus.CounterVec   // result
 	configValid prometheus.Gauge
+
+	// The receiving checks' answers (delegate.Config.OnAnswer).
+	answers      *prometheus.CounterVec   // route, outcome, reason
+	retransmits  *prometheus.CounterVec   // route, resent
+	checkLatency *prometheus.HistogramVec // route
+	chainLength  *prometheus.HistogramVec // route
 }
 
 func newMetrics(reg *prometheus.Registry) *metrics {
@@ -37,6 +48,24 @@ func newMetrics(reg *prometheus.Registry) *metrics {
 			Name: "handoff_gateway_config_last_reload_ok",
 			Help: "1 when the configuration file, as last read, was valid; 0 when the last reload failed.",
 		}),
+		answers: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "handoff_gateway_answers_total",
+			Help: "Offers received, by route, outcome (accepted, rejected, retransmission, equivocation) and reason (the draft's rejection code; none when accepted).",
+		}, []string{"route", "outcome", "reason"}),
+		retransmits: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "handoff_gateway_retransmissions_total",
+			Help: "Retransmissions answered from the record, by route and whether the status was resent (true: the caller authenticated as the offer's iss).",
+		}, []string{"route", "resent"}),
+		checkLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "handoff_gateway_check_duration_seconds",
+			Help:    "Time of the receiving checks and the hop's record (verification and store), by route.",
+			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16),
+		}, []string{"route"}),
+		chainLength: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "handoff_gateway_chain_length",
+			Help:    "Earlier offers carried with each offer received, by route.",
+			Buckets: []float64{0, 1, 2, 4, 8, 16, 32},
+		}, []string{"route"}),
 	}
 	version := "(devel)"
 	if bi, ok := debug.ReadBuildInfo(); ok {
@@ -49,8 +78,42 @@ func newMetrics(reg *prometheus.Registry) *metrics {
 	})
 	build.Set(1)
 	m.configValid.Set(1)
-	reg.MustRegister(m.requests, m.latency, m.reloads, m.configValid, build)
+	reg.MustRegister(m.requests, m.latency, m.reloads, m.configValid, build, m.answers, m.retransmits, m.checkLatency, m.chainLength)
 	return m
+}
+
+// answered counts and logs one answer of the receiving checks on route.
+func (s *Server) answered(route, me string) func(context.Context, *delegate.Answer, time.Duration) {
+	return func(_ context.Context, a *delegate.Answer, took time.Duration) {
+		reason := string(a.Reason)
+		if reason == "" {
+			reason = "none"
+		}
+		s.metrics.answers.WithLabelValues(route, string(a.Outcome), reason).Inc()
+		s.metrics.checkLatency.WithLabelValues(route).Observe(took.Seconds())
+		chain := 0
+		if a.Result != nil && a.Result.Handoff != nil {
+			chain = len(a.Result.Handoff.Chain)
+			s.metrics.chainLength.WithLabelValues(route).Observe(float64(chain))
+		}
+		if a.Outcome == handoff.Retransmission {
+			s.metrics.retransmits.WithLabelValues(route, strconv.FormatBool(a.Status != nil)).Inc()
+		}
+		level := slog.LevelInfo
+		if a.Outcome == handoff.Rejected || a.Outcome == handoff.Equivocation {
+			level = slog.LevelWarn
+		}
+		attrs := []slog.Attr{slog.String("route", route), slog.String("verdict", string(a.Outcome)),
+			slog.String("iss", a.Iss), slog.String("aud", me), slog.String("hop", a.Hop), slog.Int("chain", chain),
+			slog.Duration("took", took)}
+		if a.Reason != "" {
+			attrs = append(attrs, slog.String("reason", string(a.Reason)))
+		}
+		if a.Err != nil {
+			attrs = append(attrs, slog.String("why", oneLine(a.Err)))
+		}
+		s.log.LogAttrs(context.Background(), level, "handoff", attrs...)
+	}
 }
 
 // instrument counts and times the requests of route r.

@@ -147,7 +147,7 @@ routes:
 	}
 	var urls []string
 	for i := range 2 {
-		log := slog.New(slog.NewTextHandler(&lockedWriter{w: r.logs}, nil)).With("replica", i)
+		log := slog.New(slog.NewTextHandler(r.logs, nil)).With("replica", i)
 		gw, err := New(ctx, c, &Resources{Signer: r.coder, Keys: r.keys, Tokens: map[string]string{plannerToken: "https://planner.example"}}, log)
 		if err != nil {
 			t.Fatal(err)

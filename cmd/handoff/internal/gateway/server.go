@@ -114,7 +114,7 @@ func (s *Server) newRoute(ctx context.Context, c *Config, res *Resources, rc Rou
 	up := &upstreamA2A{route: rc.Name, client: client, log: s.log, tasks: map[a2a.TaskID]a2a.TaskID{}}
 	o := c.Policy.Options(c.Identity.ID, liveKeys{s})
 	x, err := a2ahandoff.NewExecutor(ctx, up, a2ahandoff.ServerConfig{
-		Delegate:                delegate.Config{Options: o, Store: s.store, Signer: res.Signer},
+		Delegate:                delegate.Config{Options: o, Store: s.store, Signer: res.Signer, OnAnswer: s.answered(rc.Name, c.Identity.ID)},
 		Sender:                  a2ahandoff.UserName,
 		AllowPlain:              rc.WithoutHandoff == "pass",
 		NoEffectUnlessCompleted: rc.FailuresEffectFree,
