@@ -20,6 +20,8 @@ func (x *Executor) Execute(ctx context.Context, rc *a2asrv.RequestContext, q eve
 	if err := x.callable(ctx, rc, q); err != nil {
 		return err
 	}
+	x.began()
+	defer x.ended()
 	var v any
 	has := false
 	if rc.Message != nil {

@@ -142,7 +142,8 @@ type Executor struct {
 	// a Cond rather than a sync.WaitGroup: a cancel may start one while
 	// Wait waits, which a WaitGroup forbids.
 	cancels int        // under mu
-	idle    *sync.Cond // on mu; broadcast when cancels drops to 0
+	runs    int        // Execute calls in progress, under mu, for Drain
+	idle    *sync.Cond // on mu; broadcast when cancels or runs drops to 0
 }
 
 // hopTask is the A2A task made for a hop's offer, kept (in memory) until
@@ -225,6 +226,49 @@ func (x *Executor) Wait() {
 	for x.cancels > 0 {
 		x.idle.Wait()
 	}
+}
+
+// Drain is Wait for the agent's runs too: it returns nil when no Execute
+// (the checks, the agent's run and the recording of its outcome) and no
+// detached OnCancel call is in progress, or an error saying how many are
+// when ctx ends first. a2a-go runs a non-blocking request's task after
+// the request is answered, so an HTTP server's Shutdown does not wait
+// for it: call Drain after Shutdown and before closing the store, so
+// that an outcome is not lost to a closed store.
+func (x *Executor) Drain(ctx context.Context) error {
+	if !x.usable() {
+		return nil
+	}
+	stop := context.AfterFunc(ctx, func() {
+		x.mu.Lock()
+		x.idle.Broadcast()
+		x.mu.Unlock()
+	})
+	defer stop()
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	for x.cancels > 0 || x.runs > 0 {
+		if ctx.Err() != nil {
+			return fmt.Errorf("a2ahandoff: %d runs and %d cancels still in progress: %w", x.runs, x.cancels, context.Cause(ctx))
+		}
+		x.idle.Wait()
+	}
+	return nil
+}
+
+// began and ended count an Execute in progress, for Drain.
+func (x *Executor) began() {
+	x.mu.Lock()
+	x.runs++
+	x.mu.Unlock()
+}
+
+func (x *Executor) ended() {
+	x.mu.Lock()
+	if x.runs--; x.runs == 0 {
+		x.idle.Broadcast()
+	}
+	x.mu.Unlock()
 }
 
 // UserName is a Sender function for servers whose authentication sets

@@ -3,6 +3,7 @@ package a2ahandoff_test
 import (
 	"context"
 	"encoding/json"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -138,5 +139,41 @@ func TestAskKeepsCopyOfSendConfiguration(t *testing.T) {
 	}
 	if want := `{"acceptedOutputModes":["text/plain"],"blocking":true,"historyLength":5}`; seen[0] != want {
 		t.Fatalf("first configuration %s, want %s", seen[0], want)
+	}
+}
+
+// Executor.Drain waits for the agent's runs, which a2a-go starts after
+// answering a non-blocking request (so an HTTP Shutdown does not wait for
+// them), and says how many are left when its ctx ends first.
+func TestDrain(t *testing.T) {
+	ctx := context.Background()
+	w := newWorld(t)
+	srv := w.serve(t, plannerID, memStore(), handoff.FormJWS, nil)
+	if err := srv.x.Drain(ctx); err != nil {
+		t.Fatalf("Drain with nothing running: %v", err)
+	}
+	c := w.client(t, srv.url, assistantID, w.delegator(t, assistantID, store.NewMemory(time.Now()), handoff.FormJWS), handoff.JSON)
+	r, err := c.Offer(ctx, delegator.Offer{Aud: plannerID, Work: "wait"}, say("block"), &a2a.MessageSendConfig{Blocking: new(false)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-srv.agent.started
+	short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	defer cancel()
+	if err := srv.x.Drain(short); err == nil || !strings.Contains(err.Error(), "1 runs") {
+		t.Fatalf("Drain while the agent runs: %v, want 1 run still in progress", err)
+	}
+	drained := make(chan error, 1)
+	go func() { drained <- srv.x.Drain(ctx) }()
+	if _, err := c.Cancel(ctx, r.Hop); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-drained:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Drain did not return after the run ended")
 	}
 }

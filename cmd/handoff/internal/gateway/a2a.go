@@ -30,6 +30,18 @@ type upstreamA2A struct {
 
 	mu    sync.Mutex
 	tasks map[a2a.TaskID]a2a.TaskID // the gateway's task -> the upstream's
+
+	// life ends when the gateway closes: the exchanges still open with
+	// the upstream are dropped (after the store closed, so that their
+	// hops stay as recorded: accepted, the outcome unknown).
+	life  context.Context
+	abort context.CancelFunc
+}
+
+func newUpstreamA2A(route string, client *a2aclient.Client, log *slog.Logger) *upstreamA2A {
+	u := &upstreamA2A{route: route, client: client, log: log, tasks: map[a2a.TaskID]a2a.TaskID{}}
+	u.life, u.abort = context.WithCancel(context.Background())
+	return u
 }
 
 var _ a2asrv.AgentExecutor = (*upstreamA2A)(nil)
@@ -62,6 +74,7 @@ func (u *upstreamA2A) Execute(ctx context.Context, rc *a2asrv.RequestContext, q 
 	// upstream's first event has, and must still reach the upstream.
 	sctx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	defer stop()
+	defer context.AfterFunc(u.life, stop)()
 	known := make(chan struct{})
 	var knowOnce sync.Once
 	stopped := make(chan struct{})

@@ -76,26 +76,36 @@ func Run(ctx context.Context, path string, log *slog.Logger, ready func(listen, 
 				continue
 			}
 			log.Info("draining", "signal", sig.String(), "timeout", drainTimeout.String())
-			return shutdown(servers)
+			return shutdown(s, servers, log)
 		case <-ctx.Done():
-			return shutdown(servers)
+			return shutdown(s, servers, log)
 		case err := <-errc:
-			shutdown(servers)
+			shutdown(s, servers, log)
 			return err
 		}
 	}
 }
 
-// shutdown stops taking requests and waits for those in flight, streams
-// included, up to drainTimeout.
-func shutdown(servers []*http.Server) error {
+// shutdown stops taking requests and waits, up to drainTimeout in all,
+// for those in flight (streams included) and then for the hops' runs,
+// which a2a-go carries on after a non-blocking request was answered:
+// their outcomes are recorded before the store closes. A run still going
+// then is left as its record says (accepted; its outcome unknown), and
+// the log says how many.
+func shutdown(s *Server, servers []*http.Server, log *slog.Logger) error {
 	ctx, cancel := context.WithTimeout(context.Background(), drainTimeout)
 	defer cancel()
 	var errs []error
 	for _, srv := range servers {
 		if err := srv.Shutdown(ctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			errs = append(errs, err)
+			errs = append(errs, fmt.Errorf("drain: requests still in flight after %s: %w", drainTimeout, err))
 		}
+	}
+	if err := s.Drain(ctx); err != nil {
+		errs = append(errs, fmt.Errorf("drain: after %s: %w", drainTimeout, err))
+	}
+	if len(errs) == 0 {
+		log.Info("drained")
 	}
 	return errors.Join(errs...)
 }

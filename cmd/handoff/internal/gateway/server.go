@@ -111,7 +111,7 @@ func (s *Server) newRoute(ctx context.Context, c *Config, res *Resources, rc Rou
 		s.log.Warn("the upstream's agent card could not be read: calling it over JSON-RPC, streaming; the card is read again when asked for",
 			"route", rc.Name, "upstream", base)
 	}
-	up := &upstreamA2A{route: rc.Name, client: client, log: s.log, tasks: map[a2a.TaskID]a2a.TaskID{}}
+	up := newUpstreamA2A(rc.Name, client, s.log)
 	o := c.Policy.Options(c.Identity.ID, liveKeys{s})
 	x, err := a2ahandoff.NewExecutor(ctx, up, a2ahandoff.ServerConfig{
 		Delegate:                delegate.Config{Options: o, Store: s.store, Signer: res.Signer, OnAnswer: s.answered(rc.Name, c.Identity.ID)},
@@ -343,13 +343,33 @@ func restartKeys(old, c *Config) []string {
 
 func oneLine(err error) string { return strings.ReplaceAll(err.Error(), "\n", "; ") }
 
-// Close waits for detached cancels to finish and closes the store; call
-// it after the HTTP servers have shut down.
+// Close waits for detached cancels to finish, closes the store, and
+// then drops the exchanges still open with upstreams; call it after the
+// HTTP servers have shut down and Drain has returned. A hop whose work
+// was still running stays as its record says (accepted): its outcome is
+// unknown, and a gateway started again answers a retransmission with
+// the recorded "accepted" without sending the work again.
 func (s *Server) Close() error {
 	for _, r := range s.routes {
 		r.x.Wait()
 	}
-	return s.store.Close()
+	err := s.store.Close()
+	for _, r := range s.routes {
+		r.upstream.abort()
+	}
+	return err
+}
+
+// Drain waits, until ctx ends, for every route's runs and detached
+// cancels to finish (a2ahandoff.Executor.Drain).
+func (s *Server) Drain(ctx context.Context) error {
+	var errs []error
+	for _, r := range s.routes {
+		if err := r.x.Drain(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("route %s: %w", r.cfg.Name, err))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // Sweep runs every delegate's sweeper until ctx ends.

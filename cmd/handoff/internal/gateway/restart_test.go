@@ -1,0 +1,100 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/a2aproject/a2a-go/a2a"
+
+	"github.com/quantumlearningmachines/handoff/delegator"
+	"github.com/quantumlearningmachines/handoff/store/sqlite"
+)
+
+// TestGatewayRestart: a gateway that stops while a hop's work runs, and
+// a new one on the same store at the same address. The hop's record
+// survives: asked again, the new gateway answers with the recorded
+// "accepted" octets and does not send the work to the upstream again.
+func TestGatewayRestart(t *testing.T) {
+	r := newRig(t, "reject") // its upstream, keys and planner; its own gateway is not used
+	ctx := context.Background()
+	db := filepath.Join(t.TempDir(), "hops.db")
+	pre, err := sqlite.Open(ctx, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := pre.Forget(ctx, time.Now().Add(-time.Minute)); err != nil { // see newRigWith
+		t.Fatal(err)
+	}
+	pre.Close()
+	c, err := Parse([]byte(fmt.Sprintf(`listen: 127.0.0.1:0
+identity: {id: "https://coder.example", key_env: UNUSED}
+trust_file: trust.json
+store: sqlite:%s
+routes:
+  - {name: coder, protocol: a2a, path: /coder/, upstream: %q, without_handoff: reject}
+`, db, r.upstream.URL+"/")), t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := func() *Server {
+		gw, err := New(ctx, c, &Resources{Signer: r.coder, Keys: r.keys, Tokens: map[string]string{plannerToken: "https://planner.example"}},
+			slog.New(slog.NewTextHandler(r.logs, nil)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return gw
+	}
+	// One address; the gateway behind it is swapped.
+	var current atomic.Pointer[Server]
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		current.Load().Handler().ServeHTTP(w, req)
+	}))
+	defer front.Close()
+	first := start()
+	current.Store(first)
+	r.url = front.URL + "/coder/"
+	cl, _ := r.client(t, plannerToken)
+
+	m := msg("block")
+	noWait := false
+	rep, err := cl.Offer(ctx, delegator.Offer{Aud: "https://coder.example", Dialog: "ctx-restart", Work: "long"}, m, &a2a.MessageSendConfig{Blocking: &noWait})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Statuses) == 0 {
+		t.Fatalf("no accepted status: %+v", rep)
+	}
+	accepted := rep.Statuses[len(rep.Statuses)-1].Octets
+	<-r.agent.started
+
+	// The first gateway goes away with the work still running upstream.
+	if err := first.Close(); err != nil {
+		t.Fatal(err)
+	}
+	second := start()
+	defer second.Close()
+	current.Store(second)
+
+	again, err := cl.Ask(ctx, rep.Hop)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(again.Statuses) == 0 || !bytes.Equal(again.Statuses[len(again.Statuses)-1].Octets, accepted) {
+		t.Fatalf("asked again after the restart: %+v, want the recorded accepted octets", again.Statuses)
+	}
+	if n := r.agent.runs.Load(); n != 1 {
+		t.Fatalf("the upstream ran the work %d times", n)
+	}
+	if !strings.Contains(r.logs.String(), "verdict=retransmission") {
+		t.Errorf("the second gateway did not see a retransmission:\n%s", r.logs.String())
+	}
+}
