@@ -62,7 +62,7 @@ var helps = map[string]struct{ about, example string }{
 		"handoff ref --salted prompt.txt > prompt.ref"},
 	"demo": {
 		"Runs an assistant, a planner, a coder and a tester as real A2A and MCP agents on this machine and plays seven\n" +
-			"scenarios (a chain of handoffs, a replay, a forgery, a cancel...), one line each.",
+			"scenarios (a chain of handoffs, a replay, an equivocation, a broken chain, a cancel...), one line each.",
 		"handoff demo"},
 	"serve": {
 		"Runs the gateway: the receiving checks, the durable hop record and signed statuses in front of an\n" +

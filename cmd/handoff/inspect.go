@@ -17,9 +17,9 @@ import (
 func cmdInspect(e env, args []string) error {
 	fs := newFlags("inspect", e)
 	trustFile := fs.String("trust", "", "a trust file: judge the Handoff as its audience would, and show which key verified each element")
-	me := fs.String("me", "", "the receiver to judge it as (default: the offer's aud)")
+	me := fs.String("me", "", "the receiver `ID` to judge it as (default: the offer's aud)")
 	var now unixFlag
-	fs.Var(&now, "now", "the current time, Unix seconds (default: the clock)")
+	fs.Var(&now, "now", "the current time, `UNIX` seconds (default: the clock)")
 	asJSON := fs.Bool("json", false, "print what inspect shows as one JSON object, for tools")
 	pos, err := parse(fs, args)
 	if err != nil {

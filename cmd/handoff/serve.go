@@ -34,7 +34,12 @@ func cmdServe(e env, args []string) error {
 	}
 	c, err := gateway.Load(*config)
 	if err == nil {
-		_, err = c.Open()
+		var res *gateway.Resources
+		if res, err = c.Open(); err == nil {
+			for _, w := range res.Warnings {
+				fmt.Fprintf(e.stderr, "handoff: warning: serve: %s: %s\n", safeText(*config), safeText(w))
+			}
+		}
 	}
 	var ps gateway.Problems
 	if errors.As(err, &ps) {

@@ -63,7 +63,13 @@ routes:
 			if code != tc.code {
 				t.Errorf("exit %d, want %d; stderr:\n%s", code, tc.code, stderr.String())
 			}
-			got := strings.Split(strings.TrimSuffix(stderr.String(), "\n"), "\n")
+			// Warnings (the example key's mode, say) may come first.
+			var got []string
+			for _, l := range strings.Split(strings.TrimSuffix(stderr.String(), "\n"), "\n") {
+				if !strings.HasPrefix(l, "handoff: warning: ") {
+					got = append(got, l)
+				}
+			}
 			if len(got) != len(tc.lines) {
 				t.Fatalf("stderr has %d lines, want %d:\n%s", len(got), len(tc.lines), stderr.String())
 			}
@@ -98,4 +104,43 @@ func mustRead(t *testing.T, path string) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+// TestServeWarnsOfReadableSecrets: a key or tokens file that others may
+// read works, with a warning naming the key and the fix, as the other
+// commands warn of a readable --key.
+func TestServeWarnsOfReadableSecrets(t *testing.T) {
+	dir := t.TempDir()
+	key := filepath.Join(dir, "coder.jwk")
+	tokens := filepath.Join(dir, "tokens.json")
+	trustFile, _ := filepath.Abs("../../testdata/example/trust.json")
+	config := filepath.Join(dir, "gateway.yaml")
+	for p, text := range map[string]string{
+		key:    mustRead(t, "../../testdata/example/coder.jwk"),
+		tokens: `{"a-token-of-the-planner-0123": "https://planner.example"}`,
+		config: "listen: 127.0.0.1:8443\nidentity: {id: https://coder.example, key_file: coder.jwk}\ntrust_file: " + trustFile +
+			"\ninbound: {bearer_tokens_file: tokens.json}\nroutes:\n  - {name: coder, protocol: a2a, path: /, upstream: http://127.0.0.1:7000/}\n",
+	} {
+		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(p, 0o644); err != nil { // whatever the umask
+			t.Fatal(err)
+		}
+	}
+	var stdout, stderr bytes.Buffer
+	if code := run([]string{"serve", "--config", config, "--validate-only"}, env{strings.NewReader(""), &stdout, &stderr}); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	for _, want := range []string{
+		"handoff: warning: serve: " + config + ": identity.key_file: " + key + " is accessible by others (mode 0644); chmod 600 " + key + "\n",
+		"handoff: warning: serve: " + config + ": inbound.bearer_tokens_file: " + tokens + " is accessible by others (mode 0644); chmod 600 " + tokens + "\n",
+	} {
+		if !strings.Contains(stderr.String(), want) {
+			t.Errorf("no %q in:\n%s", want, stderr.String())
+		}
+	}
+	if strings.Contains(stderr.String(), "a-token-of-the-planner") {
+		t.Errorf("a token is printed:\n%s", stderr.String())
+	}
 }

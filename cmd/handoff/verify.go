@@ -236,7 +236,11 @@ func cmdVerify(e env, args []string) error {
 			}
 		case res.Outcome == handoff.Retransmission:
 			// Not accepted, and no check failed: say why it is not new.
-			fmt.Fprintf(e.stderr, "handoff: %s: a retransmission: the state in --state already remembers this offer's (iss, hop) with the same signed content (D5)\n", safeText(f))
+			if *stateDir != "" {
+				fmt.Fprintf(e.stderr, "handoff: %s: a retransmission: the state in --state already remembers this offer's (iss, hop) with the same signed content (D5)\n", safeText(f))
+			} else {
+				fmt.Fprintf(e.stderr, "handoff: %s: a retransmission: an earlier FILE of this run has this offer's (iss, hop) with the same signed content (D5)\n", safeText(f))
+			}
 		case res.Outcome == handoff.Accepted:
 			doubts(e, f, res)
 		}

@@ -108,7 +108,7 @@ func hintAs(file string, k fileKind, want fileKind, asFrom bool) string {
 	case want == kindStatus && k == kindHandoff:
 		return what + ", not a status: give it as --from, or check its offer with handoff verify"
 	case want == kindPrivateKey && k == kindPublicKey:
-		return what + "; --key needs the private key (handoff keygen makes one; pubkey prints its public half)"
+		return what + "; this needs the private key (handoff keygen makes one; handoff pubkey prints its public half)"
 	}
 	return fmt.Sprintf("%s, not %s", what, kindNames[want])
 }

@@ -202,6 +202,17 @@ func TestOpen(t *testing.T) {
 		t.Errorf("a token is quoted:\n%s", msg)
 	}
 
+	// A tokens file that is not the object it should be: one problem,
+	// not a second one made up from what the decoder half read.
+	write("coder.jwk", string(key))
+	write("trust.json", string(trustFile))
+	write("tokens.json", `{"t": 5}`)
+	_, err = c.Open()
+	var ps Problems
+	if !errors.As(err, &ps) || len(ps) != 1 || !strings.Contains(ps[0].String(), "not a JSON object of token to AgentId") {
+		t.Errorf("tokens file {\"t\": 5}: %v", err)
+	}
+
 	c.Identity.KeyFile, c.Identity.KeyEnv = "", "HANDOFF_TEST_NO_SUCH_VAR"
 	c.lines["identity.key_env"] = 5
 	if _, err := c.Open(); err == nil || !strings.Contains(err.Error(), "identity.key_env (line 5): the environment variable HANDOFF_TEST_NO_SUCH_VAR is not set") {

@@ -3,11 +3,11 @@ package gateway
 import (
 	"errors"
 	"fmt"
-	"github.com/go-json-experiment/json/jsontext"
 	"io"
 	"os"
 
 	"github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/quantumlearningmachines/handoff"
 	"github.com/quantumlearningmachines/handoff/trust"
@@ -19,6 +19,18 @@ type Resources struct {
 	Keys   *trust.Config
 	// Tokens maps a bearer token to the AgentId it authenticates.
 	Tokens map[string]string
+	// Warnings are what works but should not stay so (a secret file
+	// others may read), one line each, naming the key.
+	Warnings []string
+}
+
+// warnOpen notes a secret file that group or others may read or write,
+// as ssh does (0o077): it works, but the secret is only as safe as the
+// file's mode.
+func (r *Resources) warnOpen(key, path string) {
+	if fi, err := os.Stat(path); err == nil && fi.Mode().IsRegular() && fi.Mode().Perm()&0o077 != 0 {
+		r.Warnings = append(r.Warnings, fmt.Sprintf("%s: %s is accessible by others (mode %#o); chmod 600 %s", key, path, fi.Mode().Perm(), path))
+	}
 }
 
 // maxSecretFile bounds a key or tokens file.
@@ -48,6 +60,7 @@ func (c *Config) Open() (*Resources, error) {
 			fail(keyAt, "%v", err)
 		}
 		jwk = b
+		res.warnOpen(keyAt, c.Identity.KeyFile)
 	}
 	if len(jwk) > 0 {
 		if k, _, err := trust.ParsePrivateJWK(jwk); err != nil {
@@ -70,10 +83,12 @@ func (c *Config) Open() (*Resources, error) {
 		if err != nil {
 			fail("inbound.bearer_tokens_file", "%v", err)
 		} else {
+			res.warnOpen("inbound.bearer_tokens_file", f)
 			var m map[string]string
 			if err := json.Unmarshal(b, &m); err != nil {
 				// The decoder's message may quote a token: say only where.
 				fail("inbound.bearer_tokens_file", "not a JSON object of token to AgentId (%s)", jsonWhere(err))
+				m = nil // partly filled: its entries say nothing more
 			}
 			for tok, id := range m {
 				switch {

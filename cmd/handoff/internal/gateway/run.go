@@ -29,6 +29,9 @@ func Run(ctx context.Context, path string, log *slog.Logger, ready func(listen, 
 	if err != nil {
 		return err
 	}
+	for _, w := range res.Warnings {
+		log.Warn(w, "config", path)
+	}
 	s, err := New(ctx, c, res, log)
 	if err != nil {
 		return err
