@@ -223,6 +223,13 @@ func (r *yamlReader) value(n *yaml.Node, path string) any {
 	case yaml.AliasNode:
 		r.fail(path, n.Line, "an alias (*%s): write the value out", n.Value)
 		return nil
+	}
+	if n.Anchor != "" {
+		// Refused like the aliases it exists for: one value, one place.
+		r.fail(path, n.Line, "an anchor (&%s): anchors and aliases are not taken; write each value out", n.Anchor)
+		return nil
+	}
+	switch n.Kind {
 	case yaml.MappingNode:
 		m := map[string]any{}
 		for i := 0; i+1 < len(n.Content); i += 2 {
@@ -339,11 +346,31 @@ func validate(doc any, lines lineMap) Problems {
 			}
 			return
 		}
-		ps = append(ps, Problem{Path: path, Line: lines[path], Msg: e.ErrorKind.LocalizedString(printer)})
+		msg := e.ErrorKind.LocalizedString(printer)
+		if secretPath(path) {
+			// The value may hold a password or a pasted key: not quoted.
+			switch k := e.ErrorKind.(type) {
+			case *kind.Pattern:
+				msg = fmt.Sprintf("does not match the pattern %s (the value is not shown: it may hold a secret)", k.Want)
+			case *kind.Type:
+				// says only the types
+			default:
+				msg = "not a valid value (the value is not shown: it may hold a secret)"
+			}
+		}
+		ps = append(ps, Problem{Path: path, Line: lines[path], Msg: msg})
 	}
 	walk(ve)
-	sortProblems(ps)
+	ps = sortProblems(ps)
 	return ps
+}
+
+// secretPath: a key whose value may hold a secret (a DSN's password, a
+// key pasted where its file or variable name belongs), so that errors
+// never quote it.
+func secretPath(path string) bool {
+	return path == "store" || strings.HasPrefix(path, "identity.") || strings.HasPrefix(path, "inbound.") ||
+		strings.HasPrefix(path, "routes[") && strings.HasSuffix(path, ".upstream")
 }
 
 // pathOf spells a JSON Schema instance location as a key path.
@@ -362,14 +389,23 @@ func pathOf(loc []string) string {
 	return b.String()
 }
 
-func sortProblems(ps Problems) {
+func sortProblems(ps Problems) Problems {
 	sort.SliceStable(ps, func(i, j int) bool {
 		if ps[i].Line != ps[j].Line {
 			return ps[i].Line < ps[j].Line
 		}
 		return ps[i].Path < ps[j].Path
 	})
+	if len(ps) > maxProblems {
+		// A file of thousands of unknown keys is one mistake, not a
+		// screenful per key.
+		ps = append(ps[:maxProblems:maxProblems], Problem{Path: "(the file)", Msg: fmt.Sprintf("%d more problems not shown", len(ps)-maxProblems)})
+	}
+	return ps
 }
+
+// maxProblems bounds the problems reported for one file.
+const maxProblems = 50
 
 // build checks what the schema cannot and makes the Config.
 func build(m map[string]any, lines lineMap, dir string) (*Config, error) {
@@ -421,7 +457,7 @@ func build(m map[string]any, lines lineMap, dir string) (*Config, error) {
 		c.Store = "sqlite:" + file(strings.TrimPrefix(c.Store, "sqlite:"))
 	default:
 		if _, err := url.Parse(c.Store); err != nil {
-			fail("store", "not a PostgreSQL DSN: %v", redactURLError(err))
+			fail("store", "not a PostgreSQL URL (postgres://USER:PASSWORD@HOST:PORT/DB?...); the value is not shown: it may hold a password")
 		}
 	}
 
@@ -448,7 +484,10 @@ func build(m map[string]any, lines lineMap, dir string) (*Config, error) {
 			}
 			c.Policy.MaxLifetime = d
 		}
-		if n, ok := pol["max_chain"].(int64); ok {
+		switch n := pol["max_chain"].(type) {
+		case int64:
+			c.Policy.MaxChain = int(n)
+		case float64: // 2.0: an integer to the schema, and so here
 			c.Policy.MaxChain = int(n)
 		}
 		c.Policy.RequireFullChain, _ = pol["require_full_chain"].(bool)
@@ -494,20 +533,34 @@ func build(m map[string]any, lines lineMap, dir string) (*Config, error) {
 		c.Routes = append(c.Routes, rt)
 	}
 	if len(ps) > 0 {
-		sortProblems(ps)
+		ps = sortProblems(ps)
 		return nil, ps
 	}
 	c.lines = lines
 	return c, nil
 }
 
-// redactURLError keeps a DSN's password out of the message.
-func redactURLError(err error) error {
-	var ue *url.Error
-	if errors.As(err, &ue) {
-		return ue.Err
+// redactDSN masks a PostgreSQL URL's password, in its user part and in
+// its query (password, sslpassword, and any other key naming one); a
+// DSN that does not parse is masked whole.
+func redactDSN(dsn string) string {
+	u, err := url.Parse(dsn)
+	if err != nil {
+		return "(not shown)"
 	}
-	return err
+	if u.User != nil {
+		if _, has := u.User.Password(); has {
+			u.User = url.UserPassword(u.User.Username(), "xxxxx")
+		}
+	}
+	q := u.Query()
+	for k := range q {
+		if strings.Contains(strings.ToLower(k), "password") {
+			q.Set(k, "xxxxx")
+		}
+	}
+	u.RawQuery = q.Encode()
+	return u.String()
 }
 
 // Redacted is the configuration as the admin port shows it: secrets (a
@@ -515,11 +568,8 @@ func redactURLError(err error) error {
 // variable, never shown.
 func (c *Config) Redacted() ([]byte, error) {
 	store := c.Store
-	if u, err := url.Parse(store); err == nil && u.User != nil {
-		if _, has := u.User.Password(); has {
-			u.User = url.UserPassword(u.User.Username(), "xxxxx")
-			store = u.String()
-		}
+	if !strings.HasPrefix(store, "sqlite:") {
+		store = redactDSN(store)
 	}
 	type route struct {
 		Name               string `json:"name"`

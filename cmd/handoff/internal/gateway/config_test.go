@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -130,7 +131,17 @@ func TestParseProblems(t *testing.T) {
 		{"no routes", "routes:\n", "routes: []\n#",
 			[]string{"routes (line 15): "}},
 		{"alias", "store: sqlite:state/hops.db", "store: &s sqlite:state/hops.db\nadmin2: *s",
-			[]string{"admin2 (line 8): an alias (*s)"}},
+			[]string{"store (line 7): an anchor (&s)", "admin2 (line 8): an alias (*s)"}},
+		{"anchor", "store: sqlite:state/hops.db", "store: &s sqlite:state/hops.db",
+			[]string{"store (line 7): an anchor (&s)"}},
+		{"path that is a pattern", "path: /\n", "path: /{x}/\n",
+			[]string{"routes[0].path (line 18): "}},
+		{"store DSN not a URL: its password is not quoted", "store: sqlite:state/hops.db", "store: 'host=db password=hunter2'",
+			[]string{"store (line 7): does not match the pattern"}},
+		{"store URL that does not parse: its password is not quoted", "store: sqlite:state/hops.db", "store: 'postgres://gw:hunter2/x@db'",
+			[]string{"store (line 7): not a PostgreSQL URL"}},
+		{"a pasted key is not quoted", "  key_file: coder.jwk\n", "  key_env: '{\"d\": \"hunter2\"}'\n",
+			[]string{"identity.key_env (line 5): "}},
 		{"custom tag", "trust_file: trust.json", "trust_file: !env TRUST",
 			[]string{"trust_file (line 6): the tag !env"}},
 		{"not YAML", "listen: 127.0.0.1:8443\n", "listen: [127.0.0.1:8443\n",
@@ -157,8 +168,43 @@ func TestParseProblems(t *testing.T) {
 				if !strings.HasPrefix(p.String(), tc.want[i]) {
 					t.Errorf("problem %d = %q, want it to begin %q", i, p, tc.want[i])
 				}
+				if strings.Contains(p.String(), "hunter2") {
+					t.Errorf("problem %d quotes a secret: %q", i, p)
+				}
 			}
 		})
+	}
+}
+
+// TestParseBounds: a file of many mistakes reports a bounded number;
+// max_chain written as 2.0 is 2; /config masks a password in a DSN's
+// user part and in its query.
+func TestParseBounds(t *testing.T) {
+	var b strings.Builder
+	b.WriteString(good)
+	for i := range 5000 {
+		fmt.Fprintf(&b, "unknown%d: 1\n", i)
+	}
+	_, err := Parse([]byte(b.String()), "/")
+	var ps Problems
+	if !errors.As(err, &ps) || len(ps) != maxProblems+1 || ps[maxProblems].String() != "(the file): 4950 more problems not shown" {
+		t.Errorf("%d problems, the last %v", len(ps), ps[len(ps)-1])
+	}
+
+	c, err := Parse([]byte(strings.Replace(good, "max_chain: 16", "max_chain: 2.0", 1)), "/")
+	if err != nil || c.Policy.EffectiveMaxChain() != 2 {
+		t.Errorf("max_chain: 2.0: %v, %v", c, err)
+	}
+
+	for _, dsn := range []string{"postgres://gw:hunter2@db:5432/hops", "postgres://gw@db:5432/hops?password=hunter2&sslmode=disable", "postgres://gw@db/hops?sslpassword=hunter2"} {
+		c, err := Parse([]byte(strings.Replace(good, "store: sqlite:state/hops.db", "store: '"+dsn+"'", 1)), "/")
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := c.Redacted()
+		if err != nil || strings.Contains(string(r), "hunter2") || !strings.Contains(string(r), "db") {
+			t.Errorf("%s: /config shows %s (%v)", dsn, r, err)
+		}
 	}
 }
 
@@ -211,6 +257,12 @@ func TestOpen(t *testing.T) {
 	var ps Problems
 	if !errors.As(err, &ps) || len(ps) != 1 || !strings.Contains(ps[0].String(), "not a JSON object of token to AgentId") {
 		t.Errorf("tokens file {\"t\": 5}: %v", err)
+	}
+
+	// A key pasted where its file's name belongs: not printed back.
+	c.Identity.KeyFile = `{"kty": "EC", "d": "hunter2"}`
+	if _, err := c.Open(); err == nil || strings.Contains(err.Error(), "hunter2") || !strings.Contains(err.Error(), "identity.key_file") {
+		t.Errorf("a pasted key: %v", err)
 	}
 
 	c.Identity.KeyFile, c.Identity.KeyEnv = "", "HANDOFF_TEST_NO_SUCH_VAR"

@@ -4,7 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
+	"strings"
 
 	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
@@ -104,7 +106,7 @@ func (c *Config) Open() (*Resources, error) {
 		}
 	}
 	if len(ps) > 0 {
-		sortProblems(ps)
+		ps = sortProblems(ps)
 		return nil, ps
 	}
 	return res, nil
@@ -126,6 +128,12 @@ func jsonWhere(err error) string {
 func readBounded(path string) ([]byte, error) {
 	f, err := os.Open(path)
 	if err != nil {
+		// A key or tokens pasted where its file's name belongs must not
+		// be printed back: the path is quoted only when it looks like one.
+		var pe *fs.PathError
+		if errors.As(err, &pe) && !looksLikePath(path) {
+			return nil, fmt.Errorf("cannot open it (%v); the value is not shown: it does not look like a file name and may be a secret", pe.Err)
+		}
 		return nil, err
 	}
 	defer f.Close()
@@ -137,4 +145,9 @@ func readBounded(path string) ([]byte, error) {
 		return nil, fmt.Errorf("%s is larger than %d octets", path, maxSecretFile)
 	}
 	return b, nil
+}
+
+// looksLikePath: no JSON, no line breaks, no quotes, not overlong.
+func looksLikePath(p string) bool {
+	return len(p) <= 1024 && !strings.ContainsAny(p, "{}\"\n\r")
 }
