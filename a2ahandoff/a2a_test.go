@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/ecdsa"
 	"errors"
+	"fmt"
 	"net/http/httptest"
 	"path/filepath"
 	"slices"
@@ -179,6 +180,8 @@ func (a *testAgent) Execute(ctx context.Context, rc *a2asrv.RequestContext, q ev
 		return end(a2a.TaskStateInputRequired, "need more")
 	case "error":
 		return errors.New("the agent broke")
+	case "error-unknown":
+		return fmt.Errorf("lost the agent behind this one: %w", a2ahandoff.ErrOutcomeUnknown)
 	case "block":
 		a.started <- struct{}{}
 		select {
@@ -951,5 +954,48 @@ func TestRetransmissionAfterRestartSQLite(t *testing.T) {
 				t.Fatalf("unauthenticated retransmission: %T with %d statuses, want a Message with none (Replay and Freshness)", r3.Result, len(r3.Statuses))
 			}
 		})
+	}
+}
+
+// ErrOutcomeUnknown (draft "Knowing the Outcome"): an agent whose error
+// says it cannot tell what its work did leaves the hop "accepted" and
+// flagged, even where failures take no effect; any other error there is
+// "failed" with no effect.
+func TestErrOutcomeUnknown(t *testing.T) {
+	ctx := context.Background()
+	w := newWorld(t)
+	st := memStore()
+	srv := w.serve(t, plannerID, st, handoff.FormJWS, func(c *a2ahandoff.ServerConfig) { c.NoEffectUnlessCompleted = true })
+	plain := a2aClient(t, srv.url, "token-of-"+assistantID)
+	now := time.Now().Unix()
+	for _, tc := range []struct {
+		text    string
+		want    store.State
+		flagged bool
+	}{
+		{"error", store.Failed, false},
+		{"error-unknown", store.Accepted, true},
+	} {
+		o := handoff.Offer{Hop: handoff.NewHop(), Dialog: "ctx-" + tc.text, Iss: assistantID, Aud: plannerID, Iat: now, Exp: now + 120}
+		m := offerMessage(t, tc.text, o.Dialog, &handoff.Handoff{Offer: w.sign(t, assistantID, o, handoff.FormJWS)}, handoff.JSON)
+		res, err := plain.SendMessage(ctx, &a2a.MessageSendParams{Message: m})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if task, ok := res.(*a2a.Task); !ok || task.Status.State != a2a.TaskStateFailed {
+			t.Fatalf("%s: reply %#v, want a FAILED task", tc.text, res)
+		}
+		rec, err := st.Get(ctx, assistantID, o.Hop)
+		if err != nil || rec.State != tc.want {
+			t.Fatalf("%s: record %+v (%v), want %s", tc.text, rec, err, tc.want)
+		}
+		flags, err := st.Flags(ctx, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		found := slices.ContainsFunc(flags, func(f store.Flag) bool { return f.Hop == o.Hop })
+		if found != tc.flagged {
+			t.Errorf("%s: flagged %v, want %v (%+v)", tc.text, found, tc.flagged, flags)
+		}
 	}
 }

@@ -50,6 +50,13 @@ func metadataErrorf(format string, a ...any) error {
 // memory only, so after a restart, too).
 var ErrNotSent = errors.New("a2ahandoff: hop not sent by this client")
 
+// ErrOutcomeUnknown, wrapped in the error an agent's Execute returns,
+// says that the agent cannot tell what its work took effect (a proxy that
+// lost contact with the agent behind it, say): the hop stays "accepted"
+// and is flagged to the operator, and no "failed" is signed, even with
+// ServerConfig.NoEffectUnlessCompleted. A Declare made before still wins.
+var ErrOutcomeUnknown = errors.New("a2ahandoff: the outcome of the work is not known")
+
 // AttachHandoff puts h into m.Metadata under Key and lists URI in
 // m.Extensions. enc chooses how the Handoff travels (see the package
 // documentation): handoff.JSON as a JSON object whose signed elements are

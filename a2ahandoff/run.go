@@ -189,6 +189,24 @@ func (r *run) after(ctx context.Context, err error) error {
 	if err != nil {
 		why = "the agent's code failed: " + err.Error()
 	}
+	r.mu.Lock()
+	declared := r.reported != nil
+	r.mu.Unlock()
+	if errors.Is(err, ErrOutcomeUnknown) && !declared {
+		// The agent's code says it cannot tell what its work did (a
+		// proxy that lost its upstream): never "failed", even where
+		// failures take no effect.
+		r.mu.Lock()
+		r.done = true
+		r.mu.Unlock()
+		r.unknown(bg, why)
+		ev := a2a.NewStatusUpdateEvent(r.rc, a2a.TaskStateFailed, statusMessage(r.rc, nil, "ended: "+why+"; "+outcomeUnknown))
+		ev.Final = true
+		if werr := r.q.Write(ctx, ev); werr != nil {
+			return errors.Join(err, werr)
+		}
+		return err
+	}
 	ev := a2a.NewStatusUpdateEvent(r.rc, a2a.TaskStateFailed, nil)
 	ev.Final = true
 	out, werr := r.terminal(ctx, ev, &ev.Status, why)

@@ -13,7 +13,10 @@ import (
 	"github.com/a2aproject/a2a-go/a2asrv"
 	"github.com/a2aproject/a2a-go/a2asrv/eventqueue"
 
+	"github.com/quantumlearningmachines/handoff"
 	"github.com/quantumlearningmachines/handoff/a2ahandoff"
+	"github.com/quantumlearningmachines/handoff/delegate"
+	"github.com/quantumlearningmachines/handoff/store"
 )
 
 // upstreamA2A is the agent behind an a2a route, as an a2a-go
@@ -28,8 +31,10 @@ type upstreamA2A struct {
 	client *a2aclient.Client
 	log    *slog.Logger
 
-	mu    sync.Mutex
-	tasks map[a2a.TaskID]a2a.TaskID // the gateway's task -> the upstream's
+	mu      sync.Mutex
+	tasks   map[a2a.TaskID]a2a.TaskID // the gateway's task -> the upstream's
+	hops    map[[2]string]a2a.TaskID  // (iss, hop) -> the gateway's task, for OnCancel
+	running map[a2a.TaskID]bool       // gateway tasks with an Execute in progress
 
 	// life ends when the gateway closes: the exchanges still open with
 	// the upstream are dropped (after the store closed, so that their
@@ -39,7 +44,8 @@ type upstreamA2A struct {
 }
 
 func newUpstreamA2A(route string, client *a2aclient.Client, log *slog.Logger) *upstreamA2A {
-	u := &upstreamA2A{route: route, client: client, log: log, tasks: map[a2a.TaskID]a2a.TaskID{}}
+	u := &upstreamA2A{route: route, client: client, log: log, tasks: map[a2a.TaskID]a2a.TaskID{},
+		hops: map[[2]string]a2a.TaskID{}, running: map[a2a.TaskID]bool{}}
 	u.life, u.abort = context.WithCancel(context.Background())
 	return u
 }
@@ -52,11 +58,15 @@ const cancelTimeout = 30 * time.Second
 // Execute sends the message to the upstream (streaming, when the
 // upstream's card says it streams; a2aclient sends it as one request
 // otherwise) and writes each event back as the gateway's task's;
-// a task the upstream leaves running without a stream is followed with
-// tasks/get until it ends or waits for input. When a2ahandoff stops the
-// run (a verified cancel, an equivocation), ctx ends and the upstream is
-// sent tasks/cancel for its task.
-func (u *upstreamA2A) Execute(ctx context.Context, rc *a2asrv.RequestContext, q eventqueue.Queue) error {
+// a task the upstream leaves running without a stream (or whose stream
+// broke) is followed with tasks/get until it ends or waits for input.
+// When a2ahandoff stops the run (a verified cancel, an equivocation), ctx
+// ends and the upstream is sent tasks/cancel for its task; the upstream's
+// answer still decides the outcome (a task that completed before the
+// cancel reached it is "completed"). An exchange that breaks before the
+// upstream said what became of the work returns an error wrapping
+// a2ahandoff.ErrOutcomeUnknown: never a signed "failed".
+func (u *upstreamA2A) Execute(ctx context.Context, rc *a2asrv.RequestContext, q eventqueue.Queue) (err error) {
 	m := *rc.Message
 	m.Metadata = maps.Clone(rc.Message.Metadata)
 	m.TaskID = u.upstreamTask(rc.TaskID) // a follow-up continues the upstream's task
@@ -69,9 +79,22 @@ func (u *upstreamA2A) Execute(ctx context.Context, rc *a2asrv.RequestContext, q 
 	noWait := false
 	params := &a2a.MessageSendParams{Message: &m, Metadata: rc.Metadata, Config: &a2a.MessageSendConfig{Blocking: &noWait}}
 
-	// The exchange with the upstream outlives ctx by as long as it takes
-	// to learn the upstream's task id: a cancel can arrive before the
-	// upstream's first event has, and must still reach the upstream.
+	hop := a2ahandoff.HopFrom(ctx)
+	u.began(rc.TaskID, hop)
+	var last a2a.TaskState
+	defer func() {
+		u.ended(rc.TaskID)
+		// Only a task waiting for its caller may be continued or canceled
+		// later; every other end leaves nothing to map.
+		if err != nil || ctx.Err() != nil || (last != a2a.TaskStateInputRequired && last != a2a.TaskStateAuthRequired) {
+			u.forgetTask(rc.TaskID)
+		}
+	}()
+
+	// The exchange with the upstream outlives ctx: a cancel can arrive
+	// before the upstream's first event has (its task id is needed to
+	// cancel it), and the upstream's answer to the cancel says whether
+	// the work completed anyway.
 	sctx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	defer stop()
 	defer context.AfterFunc(u.life, stop)()
@@ -89,31 +112,58 @@ func (u *upstreamA2A) Execute(ctx context.Context, rc *a2asrv.RequestContext, q 
 		case <-known:
 			u.cancelUpstream(rc.TaskID)
 		case <-sctx.Done():
+			return
 		case <-time.After(cancelTimeout):
 			u.log.Warn("the stopped hop's upstream task never said its id; not canceled", "route", u.route, "task", rc.TaskID)
+			stop()
+			return
 		}
-		stop()
+		// Wait for the stream to end on the upstream's final event.
+		select {
+		case <-sctx.Done():
+		case <-time.After(cancelTimeout):
+			stop()
+		}
 	}()
 	defer func() { stop(); <-stopped }()
 
-	var last a2a.TaskState
-	for ev, err := range u.client.SendStreamingMessage(sctx, params) {
-		if err != nil {
+	sawReply := false // a Message: the upstream's whole answer
+	for ev, serr := range u.client.SendStreamingMessage(sctx, params) {
+		if serr != nil {
 			if ctx.Err() != nil {
 				return context.Cause(ctx)
 			}
-			return fmt.Errorf("gateway: route %s: the upstream: %w", u.route, err)
+			if u.upstreamTask(rc.TaskID) != "" {
+				// The stream broke, the task lives on: follow it.
+				u.log.Warn("the upstream's stream broke; following its task", "route", u.route, "task", rc.TaskID, "err", serr)
+				if last == "" {
+					last = a2a.TaskStateWorking
+				}
+				last, err = u.follow(ctx, rc, q, last)
+				return err
+			}
+			return fmt.Errorf("gateway: route %s: the upstream: %w (%w)", u.route, serr, a2ahandoff.ErrOutcomeUnknown)
 		}
 		if id := eventTask(ev); id != "" {
 			u.noteTask(rc.TaskID, id)
 			knowOnce.Do(func() { close(known) })
 		}
 		if ctx.Err() != nil {
-			continue // stopped: the events only tell the id to cancel
+			// Stopped: the events tell the id to cancel, and whether the
+			// work completed before the cancel reached it.
+			if st := eventState(ev); st == a2a.TaskStateCompleted && hop != nil {
+				if derr := hop.Declare(delegate.Outcome{State: store.Completed}); derr != nil {
+					u.log.Warn("the upstream completed the stopped hop's task, but that could not be declared", "route", u.route, "task", rc.TaskID, "err", derr)
+				}
+			}
+			continue
 		}
-		st, err := u.write(ctx, rc, q, ev)
-		if err != nil {
-			return err
+		if _, ok := ev.(*a2a.Message); ok {
+			sawReply = true
+		}
+		st, werr := u.write(ctx, rc, q, ev)
+		if werr != nil {
+			return werr
 		}
 		if st != "" {
 			last = st
@@ -122,7 +172,58 @@ func (u *upstreamA2A) Execute(ctx context.Context, rc *a2asrv.RequestContext, q 
 	if ctx.Err() != nil {
 		return context.Cause(ctx)
 	}
-	return u.follow(ctx, rc, q, last)
+	if last == "" && !sawReply {
+		if u.upstreamTask(rc.TaskID) != "" {
+			last = a2a.TaskStateWorking // a task whose stream said no state: follow it
+		} else {
+			return fmt.Errorf("gateway: route %s: the upstream's answer ended without a task state or a reply (%w)", u.route, a2ahandoff.ErrOutcomeUnknown)
+		}
+	}
+	last, err = u.follow(ctx, rc, q, last)
+	return err
+}
+
+// began and ended note the Execute in progress for a gateway task, and
+// the hop it carries, for OnCancel.
+func (u *upstreamA2A) began(own a2a.TaskID, h *a2ahandoff.Hop) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	u.running[own] = true
+	if h != nil {
+		u.hops[[2]string{h.Iss, h.ID}] = own
+	}
+}
+
+func (u *upstreamA2A) ended(own a2a.TaskID) {
+	u.mu.Lock()
+	delete(u.running, own)
+	u.mu.Unlock()
+}
+
+// onCancel is a2ahandoff's OnCancel: a verified cancel of a hop whose
+// work is not running here (its task waits for input) reaches the
+// upstream too; a running one is canceled by its Execute.
+func (u *upstreamA2A) onCancel(_ context.Context, iss, hop string, _ handoff.Digest) {
+	u.mu.Lock()
+	own, ok := u.hops[[2]string{iss, hop}]
+	delete(u.hops, [2]string{iss, hop})
+	running := u.running[own]
+	u.mu.Unlock()
+	if ok && !running {
+		u.cancelUpstream(own)
+		u.forgetTask(own)
+	}
+}
+
+// eventState is the task state an upstream event reports ("" for none).
+func eventState(ev a2a.Event) a2a.TaskState {
+	switch e := ev.(type) {
+	case *a2a.Task:
+		return e.Status.State
+	case *a2a.TaskStatusUpdateEvent:
+		return e.Status.State
+	}
+	return ""
 }
 
 // write translates one upstream event and writes it as the gateway's,
@@ -150,41 +251,54 @@ func (u *upstreamA2A) write(ctx context.Context, rc *a2asrv.RequestContext, q ev
 }
 
 // followEvery is how often a task the upstream left running, with no
-// stream to say when it ends, is asked for with tasks/get.
-const followEvery = 500 * time.Millisecond
+// stream to say when it ends, is asked for with tasks/get; followTries
+// is how many failed asks in a row end the following.
+const (
+	followEvery = 500 * time.Millisecond
+	followTries = 20
+)
 
 // follow asks the upstream for its task until it ends or waits for the
 // caller (input-required, auth-required), when the exchange ended with
-// the task still running (an upstream that does not stream, or one whose
-// blocking send gave up waiting).
-func (u *upstreamA2A) follow(ctx context.Context, rc *a2asrv.RequestContext, q eventqueue.Queue, last a2a.TaskState) error {
+// the task still running (an upstream that does not stream, one whose
+// stream broke, or one whose blocking send gave up waiting). It returns
+// the last state it saw. An upstream that stops answering leaves the
+// outcome unknown (a2ahandoff.ErrOutcomeUnknown).
+func (u *upstreamA2A) follow(ctx context.Context, rc *a2asrv.RequestContext, q eventqueue.Queue, last a2a.TaskState) (a2a.TaskState, error) {
+	failed := 0
 	for last != "" && !last.Terminal() && last != a2a.TaskStateInputRequired && last != a2a.TaskStateAuthRequired {
 		up := u.upstreamTask(rc.TaskID)
 		if up == "" {
-			return nil
+			return last, fmt.Errorf("gateway: route %s: the upstream's task is still %s and has no id to follow (%w)", u.route, last, a2ahandoff.ErrOutcomeUnknown)
 		}
 		select {
 		case <-ctx.Done():
 			u.cancelUpstream(rc.TaskID)
-			return context.Cause(ctx)
+			return last, context.Cause(ctx)
+		case <-u.life.Done():
+			return last, fmt.Errorf("gateway: route %s: closed while following the upstream's task %s (%w)", u.route, up, a2ahandoff.ErrOutcomeUnknown)
 		case <-time.After(followEvery):
 		}
 		t, err := u.client.GetTask(ctx, &a2a.TaskQueryParams{ID: up})
 		if err != nil {
 			if ctx.Err() != nil {
 				u.cancelUpstream(rc.TaskID)
-				return context.Cause(ctx)
+				return last, context.Cause(ctx)
 			}
-			return fmt.Errorf("gateway: route %s: following the upstream's task %s: %w", u.route, up, err)
+			if failed++; failed >= followTries {
+				return last, fmt.Errorf("gateway: route %s: following the upstream's task %s: %w (%w)", u.route, up, err, a2ahandoff.ErrOutcomeUnknown)
+			}
+			continue
 		}
+		failed = 0
 		if t.Status.State == last {
 			continue // nothing new to say
 		}
 		if last, err = u.write(ctx, rc, q, t); err != nil {
-			return err
+			return last, err
 		}
 	}
-	return nil
+	return last, nil
 }
 
 // eventTask is the upstream's task id an event names ("" for a message).
@@ -234,6 +348,11 @@ func (u *upstreamA2A) noteTask(own, up a2a.TaskID) {
 func (u *upstreamA2A) forgetTask(own a2a.TaskID) {
 	u.mu.Lock()
 	delete(u.tasks, own)
+	for k, t := range u.hops {
+		if t == own {
+			delete(u.hops, k)
+		}
+	}
 	u.mu.Unlock()
 }
 
@@ -252,7 +371,10 @@ func (u *upstreamA2A) cancelUpstream(own a2a.TaskID) {
 	}
 }
 
-// translate makes an upstream event the gateway task's events.
+// translate makes an upstream event the gateway task's events. Every
+// handoff member the upstream put in metadata (a task's, an event's, an
+// artifact's, a message's) is dropped: only the gateway's own signed
+// statuses travel there, and an upstream must not be able to forge one.
 func (u *upstreamA2A) translate(rc *a2asrv.RequestContext, ev a2a.Event) ([]a2a.Event, error) {
 	switch e := ev.(type) {
 	case *a2a.Message:
@@ -264,25 +386,47 @@ func (u *upstreamA2A) translate(rc *a2asrv.RequestContext, ev a2a.Event) ([]a2a.
 		// gateway's task already has).
 		var outs []a2a.Event
 		for _, art := range e.Artifacts {
-			outs = append(outs, &a2a.TaskArtifactUpdateEvent{TaskID: rc.TaskID, ContextID: rc.ContextID, Artifact: art})
+			outs = append(outs, &a2a.TaskArtifactUpdateEvent{TaskID: rc.TaskID, ContextID: rc.ContextID, Artifact: ownArtifact(art)})
 		}
 		st := a2a.NewStatusUpdateEvent(rc, e.Status.State, u.ownMessage(rc, e.Status.Message))
 		st.Final = e.Status.State.Terminal()
-		st.Metadata = e.Metadata
+		st.Metadata = withoutHandoff(e.Metadata)
 		return append(outs, st), nil
 	case *a2a.TaskStatusUpdateEvent:
 		out := *e
 		out.TaskID, out.ContextID = rc.TaskID, rc.ContextID
 		out.Status.Message = u.ownMessage(rc, e.Status.Message)
+		out.Metadata = withoutHandoff(e.Metadata)
 		return []a2a.Event{&out}, nil
 	case *a2a.TaskArtifactUpdateEvent:
 		out := *e
 		out.TaskID, out.ContextID = rc.TaskID, rc.ContextID
+		out.Artifact = ownArtifact(e.Artifact)
+		out.Metadata = withoutHandoff(e.Metadata)
 		return []a2a.Event{&out}, nil
 	case nil:
 		return nil, nil
 	}
 	return nil, fmt.Errorf("gateway: route %s: the upstream sent an event of type %T", u.route, ev)
+}
+
+// withoutHandoff is metadata without the handoff member (nil stays nil).
+func withoutHandoff(md map[string]any) map[string]any {
+	if _, ok := md[a2ahandoff.Key]; !ok {
+		return md
+	}
+	c := maps.Clone(md)
+	delete(c, a2ahandoff.Key)
+	return c
+}
+
+func ownArtifact(a *a2a.Artifact) *a2a.Artifact {
+	if a == nil {
+		return nil
+	}
+	c := *a
+	c.Metadata = withoutHandoff(a.Metadata)
+	return &c
 }
 
 // ownMessage is an upstream message as one of the gateway's task.
@@ -292,8 +436,7 @@ func (u *upstreamA2A) ownMessage(rc *a2asrv.RequestContext, m *a2a.Message) *a2a
 	}
 	c := *m
 	c.TaskID, c.ContextID = rc.TaskID, rc.ContextID
-	c.Metadata = maps.Clone(m.Metadata)
-	delete(c.Metadata, a2ahandoff.Key) // only the gateway's own statuses travel there
+	c.Metadata = withoutHandoff(m.Metadata)
 	if c.Role == "" {
 		c.Role = a2a.MessageRoleAgent
 	}

@@ -42,7 +42,11 @@ func Run(ctx context.Context, path string, log *slog.Logger, ready func(listen, 
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
-	main := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	// ReadTimeout bounds reading a request, its body included (a caller
+	// that trickles a body holds no connection for long); it does not
+	// bound a streamed answer. IdleTimeout closes idle keep-alives.
+	main := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
+		IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 64 << 10}
 	servers := []*http.Server{main}
 	errc := make(chan error, 2)
 	go func() { errc <- main.Serve(ln) }()
@@ -53,7 +57,8 @@ func Run(ctx context.Context, path string, log *slog.Logger, ready func(listen, 
 			main.Close()
 			return fmt.Errorf("admin: %w", err)
 		}
-		admin := &http.Server{Handler: s.AdminHandler(), ReadHeaderTimeout: 10 * time.Second}
+		admin := &http.Server{Handler: s.AdminHandler(), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
+			IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 64 << 10}
 		servers = append(servers, admin)
 		go func() { errc <- admin.Serve(aln) }()
 		adminAddr = aln.Addr().String()

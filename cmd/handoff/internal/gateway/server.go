@@ -118,6 +118,7 @@ func (s *Server) newRoute(ctx context.Context, c *Config, res *Resources, rc Rou
 		Sender:                  a2ahandoff.UserName,
 		AllowPlain:              rc.WithoutHandoff == "pass",
 		NoEffectUnlessCompleted: rc.FailuresEffectFree,
+		OnCancel:                up.onCancel,
 	})
 	if err != nil {
 		return nil, err
@@ -133,15 +134,22 @@ func (s *Server) newRoute(ctx context.Context, c *Config, res *Resources, rc Rou
 func upstreamClient(ctx context.Context, base string) (*a2aclient.Client, *a2a.AgentCard, error) {
 	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
+	// No overall timeout (a2a-go's default is 3 minutes, which would cut
+	// a long task's stream and lose its outcome); an upstream that does
+	// not start answering within a minute is an error.
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.ResponseHeaderTimeout = time.Minute
+	tr.MaxIdleConnsPerHost = 64
+	jsonrpc := a2aclient.WithJSONRPCTransport(&http.Client{Transport: tr})
 	if card, err := agentcard.DefaultResolver.Resolve(cctx, base); err == nil {
 		// The card names where the upstream takes requests; the gateway
 		// calls the URL it was configured with, over JSON-RPC.
 		card := *card
 		card.URL, card.PreferredTransport, card.AdditionalInterfaces = base, a2a.TransportProtocolJSONRPC, nil
-		c, err := a2aclient.NewFromCard(ctx, &card)
+		c, err := a2aclient.NewFromCard(ctx, &card, jsonrpc)
 		return c, &card, err
 	}
-	c, err := a2aclient.NewFromEndpoints(ctx, []a2a.AgentInterface{{URL: base, Transport: a2a.TransportProtocolJSONRPC}})
+	c, err := a2aclient.NewFromEndpoints(ctx, []a2a.AgentInterface{{URL: base, Transport: a2a.TransportProtocolJSONRPC}}, jsonrpc)
 	return c, nil, err
 }
 
@@ -186,31 +194,49 @@ func (b bearerAuth) Before(ctx context.Context, cc *a2asrv.CallContext, _ *a2asr
 	return ctx, nil
 }
 
-// cardCache is the upstream's agent card, read again when it could not
-// be read, or is older than a minute.
+// cardCache is the upstream's agent card, read again when it is older
+// than a minute. One read at a time, outside the lock: meanwhile, and for
+// ten seconds after a failed read, callers get the last card read (or
+// the error), so a hanging upstream does not queue every card request.
 type cardCache struct {
-	base string
-	mu   sync.Mutex
-	card *a2a.AgentCard
-	at   time.Time
+	base     string
+	mu       sync.Mutex
+	card     *a2a.AgentCard
+	at       time.Time // of the last read, good or not
+	err      error     // of the last read
+	fetching bool
 }
 
 func (c *cardCache) get(ctx context.Context) (*a2a.AgentCard, error) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.card != nil && time.Since(c.at) < time.Minute {
-		return c.card, nil
+	fresh := c.card != nil && time.Since(c.at) < time.Minute || c.card == nil && c.err != nil && time.Since(c.at) < 10*time.Second
+	if fresh || c.fetching {
+		card, err := c.card, c.err
+		c.mu.Unlock()
+		if card != nil {
+			return card, nil
+		}
+		if err == nil {
+			err = errors.New("the upstream's agent card is being read")
+		}
+		return nil, err
 	}
-	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	c.fetching = true
+	c.mu.Unlock()
+
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
 	card, err := agentcard.DefaultResolver.Resolve(cctx, c.base)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.fetching, c.at, c.err = false, time.Now(), err
 	if err != nil {
 		if c.card != nil {
 			return c.card, nil // the last one read
 		}
 		return nil, err
 	}
-	c.card, c.at = card, time.Now()
+	c.card = card
 	return card, nil
 }
 
