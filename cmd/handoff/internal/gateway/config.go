@@ -43,6 +43,8 @@ type Config struct {
 	Identity  Identity
 	TrustFile string
 	Store     string // "sqlite:PATH" or a postgres:// DSN
+	// RecoverOnStart: flag the hops cut off by the last stop (see New).
+	RecoverOnStart bool
 	Inbound   Inbound
 	Policy    Policy
 	Routes    []Route
@@ -450,6 +452,7 @@ func build(m map[string]any, lines lineMap, dir string) (*Config, error) {
 	}
 
 	c.Store = str(m, "store")
+	c.RecoverOnStart, _ = m["recover_on_start"].(bool)
 	switch {
 	case c.Store == "":
 		c.Store = "sqlite:" + filepath.Join(dir, "hops.db")
@@ -589,6 +592,7 @@ func (c *Config) Redacted() ([]byte, error) {
 		} `json:"identity"`
 		TrustFile string `json:"trust_file"`
 		Store     string `json:"store"`
+		Recover   bool   `json:"recover_on_start"`
 		Inbound   struct {
 			BearerTokensFile string `json:"bearer_tokens_file,omitempty"`
 		} `json:"inbound"`
@@ -599,7 +603,7 @@ func (c *Config) Redacted() ([]byte, error) {
 			RequireFullChain bool   `json:"require_full_chain"`
 		} `json:"policy"`
 		Routes []route `json:"routes"`
-	}{Listen: c.Listen, Admin: c.Admin, TrustFile: c.TrustFile, Store: store}
+	}{Listen: c.Listen, Admin: c.Admin, TrustFile: c.TrustFile, Store: store, Recover: c.RecoverOnStart}
 	out.Identity.ID, out.Identity.KeyFile, out.Identity.KeyEnv = c.Identity.ID, c.Identity.KeyFile, c.Identity.KeyEnv
 	out.Inbound.BearerTokensFile = c.Inbound.BearerTokensFile
 	o := c.Policy

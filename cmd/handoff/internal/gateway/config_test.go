@@ -277,7 +277,7 @@ func TestOpen(t *testing.T) {
 func TestSchemaDescribesEveryKey(t *testing.T) {
 	for _, key := range []string{`"listen"`, `"admin"`, `"identity"`, `"key_file"`, `"key_env"`, `"trust_file"`, `"store"`,
 		`"inbound"`, `"bearer_tokens_file"`, `"policy"`, `"skew"`, `"max_lifetime"`, `"max_chain"`, `"require_full_chain"`,
-		`"routes"`, `"name"`, `"protocol"`, `"path"`, `"upstream"`, `"without_handoff"`} {
+		`"recover_on_start"`, `"routes"`, `"name"`, `"protocol"`, `"path"`, `"upstream"`, `"without_handoff"`} {
 		if !strings.Contains(string(Schema), key+": {\"description\"") && !strings.Contains(string(Schema), key+": {\n      \"description\"") {
 			t.Errorf("the schema does not describe %s", key)
 		}

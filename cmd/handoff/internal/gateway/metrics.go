@@ -12,6 +12,7 @@ import (
 
 	"github.com/quantumlearningmachines/handoff"
 	"github.com/quantumlearningmachines/handoff/delegate"
+	"github.com/quantumlearningmachines/handoff/store"
 )
 
 // metrics are the gateway's Prometheus metrics, all named handoff_gateway_*,
@@ -146,3 +147,50 @@ func (w *statusWriter) Flush() {
 }
 
 func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// hopGauges reads the store at each scrape: the open flags (by kind) and
+// the hops accepted with no outcome yet. Counting reads pages of the
+// store, bounded by maxCounted; the read is bounded by two seconds.
+type hopGauges struct{ s *Server }
+
+var (
+	flagsDesc = prometheus.NewDesc("handoff_gateway_open_flags",
+		"Flags open for the operator in the store, by kind (unknown-outcome, equivocation, ...).", []string{"kind"}, nil)
+	unresolvedDesc = prometheus.NewDesc("handoff_gateway_unresolved_hops",
+		"Hops the store has as accepted with no outcome yet (counted up to 100000).", nil, nil)
+)
+
+const maxCounted = 100000
+
+func (g hopGauges) Describe(ch chan<- *prometheus.Desc) { ch <- flagsDesc; ch <- unresolvedDesc }
+
+func (g hopGauges) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if flags, err := g.s.store.Flags(ctx, false); err == nil {
+		by := map[string]int{}
+		for _, f := range flags {
+			by[f.Kind]++
+		}
+		for k, n := range by {
+			ch <- prometheus.MustNewConstMetric(flagsDesc, prometheus.GaugeValue, float64(n), k)
+		}
+	} else {
+		ch <- prometheus.NewInvalidMetric(flagsDesc, err)
+	}
+	n := 0
+	var after store.HopKey
+	for n < maxCounted {
+		page, err := g.s.store.Hops(ctx, store.Accepted, after, 1000)
+		if err != nil {
+			ch <- prometheus.NewInvalidMetric(unresolvedDesc, err)
+			return
+		}
+		n += len(page)
+		if len(page) < 1000 {
+			break
+		}
+		after = store.HopKey{Iss: page[len(page)-1].Iss, Hop: page[len(page)-1].Hop}
+	}
+	ch <- prometheus.MustNewConstMetric(unresolvedDesc, prometheus.GaugeValue, float64(n))
+}

@@ -16,6 +16,7 @@ import (
 	"github.com/a2aproject/a2a-go/a2a"
 
 	"github.com/quantumlearningmachines/handoff/delegator"
+	"github.com/quantumlearningmachines/handoff/store"
 	"github.com/quantumlearningmachines/handoff/store/sqlite"
 )
 
@@ -45,7 +46,7 @@ routes:
 	if err != nil {
 		t.Fatal(err)
 	}
-	start := func() *Server {
+	start := func(c *Config) *Server {
 		gw, err := New(ctx, c, &Resources{Signer: r.coder, Keys: r.keys, Tokens: map[string]string{plannerToken: "https://planner.example"}},
 			slog.New(slog.NewTextHandler(r.logs, nil)))
 		if err != nil {
@@ -59,7 +60,7 @@ routes:
 		current.Load().Handler().ServeHTTP(w, req)
 	}))
 	defer front.Close()
-	first := start()
+	first := start(c)
 	current.Store(first)
 	r.url = front.URL + "/coder/"
 	cl, _ := r.client(t, plannerToken)
@@ -80,9 +81,34 @@ routes:
 	if err := first.Close(); err != nil {
 		t.Fatal(err)
 	}
-	second := start()
+	// The second starts with recover_on_start: the hop cut off is
+	// flagged for the operator, and the gauges say so.
+	rc := *c
+	rc.RecoverOnStart = true
+	second := start(&rc)
 	defer second.Close()
 	current.Store(second)
+	flags, err := second.store.Flags(ctx, false)
+	if err != nil || len(flags) != 1 || flags[0].Kind != store.FlagUnknownOutcome || flags[0].Hop != rep.Hop {
+		t.Fatalf("flags after recover_on_start: %+v %v", flags, err)
+	}
+	mfs, err := second.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	gauges := map[string]float64{}
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			name := mf.GetName()
+			for _, l := range m.GetLabel() {
+				name += "/" + l.GetValue()
+			}
+			gauges[name] = m.GetGauge().GetValue()
+		}
+	}
+	if gauges["handoff_gateway_open_flags/"+store.FlagUnknownOutcome] != 1 || gauges["handoff_gateway_unresolved_hops"] != 1 {
+		t.Errorf("gauges: open flags %v, unresolved %v", gauges["handoff_gateway_open_flags/"+store.FlagUnknownOutcome], gauges["handoff_gateway_unresolved_hops"])
+	}
 
 	again, err := cl.Ask(ctx, rep.Hop)
 	if err != nil {

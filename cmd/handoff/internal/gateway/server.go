@@ -90,6 +90,19 @@ func New(ctx context.Context, c *Config, res *Resources, log *slog.Logger) (*Ser
 		mux.Handle(rc.Path, s.instrument(rc, http.StripPrefix(strings.TrimSuffix(rc.Path, "/"), r.handler(s))))
 	}
 	s.handler = mux
+	if c.RecoverOnStart && len(s.routes) > 0 {
+		// The store is shared by every route: one delegate's Recover
+		// looks at all of its hops.
+		n, err := s.routes[0].x.Delegate().Recover(ctx)
+		if err != nil {
+			s.store.Close()
+			return nil, fmt.Errorf("recover_on_start: %w", err)
+		}
+		if n > 0 {
+			s.log.Warn("recover_on_start: hops left accepted by the last stop are flagged 'unknown outcome' for the operator", "hops", n)
+		}
+	}
+	s.reg.MustRegister(hopGauges{s})
 	return s, nil
 }
 
