@@ -69,6 +69,20 @@ const outcomeUnknown = "the outcome of the hop's work is not known: the hop stay
 // stopper cancels one run of the agent's code.
 type stopper struct{ cancel context.CancelCauseFunc }
 
+// Stop stops the agent's run for the hop, if one runs in this Executor,
+// as the delegate's Stop does when the hop is canceled or equivocated
+// through this Executor. A host that serves several Executors on one
+// store (one per agent, say) passes each Executor's stops to the others
+// through delegate.Config.Stop, so that a cancel or an equivocation
+// taken by one stops the work running in another. On a nil Executor (or
+// one not made by NewExecutor) it does nothing.
+func (x *Executor) Stop(iss, hop string) {
+	if !x.usable() {
+		return
+	}
+	x.stop(iss, hop)
+}
+
 func (x *Executor) stop(iss, hop string) {
 	x.mu.Lock()
 	s := x.running[[2]string{iss, hop}]

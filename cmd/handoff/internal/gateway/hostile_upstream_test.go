@@ -371,3 +371,29 @@ func TestHostileUpstreamHandoffMetadata(t *testing.T) {
 		t.Errorf("the upstream's own %s member reaches the caller %d times: %s", a2ahandoff.Key, n, b)
 	}
 }
+
+// Two routes of one gateway share the store and the identity, and so the
+// stop: an equivocating offer sent to route b stops the first offer's
+// work running through route a, as one sent to route a does.
+func TestHostileEquivocationOnOtherRoute(t *testing.T) {
+	for _, second := range []string{"/a/", "/b/"} {
+		t.Run(strings.Trim(second, "/"), func(t *testing.T) {
+			ag := &blockAgent{started: make(chan struct{}, 4)}
+			r := newAdvRig(t, upstreamOf(ag), "name: a, path: /a/, without_handoff: reject", "name: b, path: /b/, without_handoff: reject")
+			noWait := false
+			m, hop := r.offerMsg(t, "", "ctx-q", "go", map[string]any{"work": "one"})
+			if _, err := r.ac(t, "/a/", plannerToken).SendMessage(context.Background(), &a2a.MessageSendParams{Message: m, Config: &a2a.MessageSendConfig{Blocking: &noWait}}); err != nil {
+				t.Fatal(err)
+			}
+			<-ag.started
+			m2, _ := r.offerMsg(t, hop, "ctx-q", "go", map[string]any{"work": "two"})
+			if _, err := r.ac(t, second, plannerToken).SendMessage(context.Background(), &a2a.MessageSendParams{Message: m2}); err != nil {
+				t.Fatal(err)
+			}
+			stopped := waitFor(t, 5*time.Second, func() bool { return ag.canceled.Load() > 0 })
+			if !r.record(t, hop).Equivocated || !stopped {
+				t.Errorf("equivocation via %s: recorded %v, the first offer's upstream work canceled %v", second, r.record(t, hop).Equivocated, stopped)
+			}
+		})
+	}
+}

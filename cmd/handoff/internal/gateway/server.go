@@ -106,6 +106,15 @@ func New(ctx context.Context, c *Config, res *Resources, log *slog.Logger) (*Ser
 	return s, nil
 }
 
+// stopElsewhere stops a hop's run on every route (each route's own
+// Executor also stops it itself); s.routes is complete before the
+// gateway takes a request.
+func (s *Server) stopElsewhere(iss, hop string) {
+	for _, r := range s.routes {
+		r.x.Stop(iss, hop)
+	}
+}
+
 // liveKeys is the trust file as last (re)loaded.
 type liveKeys struct{ s *Server }
 
@@ -127,7 +136,10 @@ func (s *Server) newRoute(ctx context.Context, c *Config, res *Resources, rc Rou
 	up := newUpstreamA2A(rc.Name, client, s.log)
 	o := c.Policy.Options(c.Identity.ID, liveKeys{s})
 	x, err := a2ahandoff.NewExecutor(ctx, up, a2ahandoff.ServerConfig{
-		Delegate:                delegate.Config{Options: o, Store: s.store, Signer: res.Signer, OnAnswer: s.answered(rc.Name, c.Identity.ID)},
+		Delegate: delegate.Config{Options: o, Store: s.store, Signer: res.Signer, OnAnswer: s.answered(rc.Name, c.Identity.ID),
+			// One identity, one store: a cancel or an equivocation taken
+			// on this route stops the hop's work on every route.
+			Stop: s.stopElsewhere},
 		Sender:                  a2ahandoff.UserName,
 		AllowPlain:              rc.WithoutHandoff == "pass",
 		NoEffectUnlessCompleted: rc.FailuresEffectFree,
