@@ -980,7 +980,7 @@ func TestErrOutcomeUnknown(t *testing.T) {
 		m := offerMessage(t, tc.text, o.Dialog, &handoff.Handoff{Offer: w.sign(t, assistantID, o, handoff.FormJWS)}, handoff.JSON)
 		res, err := plain.SendMessage(ctx, &a2a.MessageSendParams{Message: m})
 		if err != nil {
-			t.Fatal(err)
+			t.Fatalf("%s: %v", tc.text, err)
 		}
 		if task, ok := res.(*a2a.Task); !ok || task.Status.State != a2a.TaskStateFailed {
 			t.Fatalf("%s: reply %#v, want a FAILED task", tc.text, res)

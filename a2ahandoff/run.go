@@ -219,7 +219,7 @@ func (r *run) after(ctx context.Context, err error) error {
 		if werr := r.q.Write(ctx, ev); werr != nil {
 			return errors.Join(err, werr)
 		}
-		return err
+		return nil // the FAILED event says it; an error would race it as an internal error
 	}
 	ev := a2a.NewStatusUpdateEvent(r.rc, a2a.TaskStateFailed, nil)
 	ev.Final = true

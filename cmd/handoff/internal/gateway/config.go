@@ -45,9 +45,9 @@ type Config struct {
 	Store     string // "sqlite:PATH" or a postgres:// DSN
 	// RecoverOnStart: flag the hops cut off by the last stop (see New).
 	RecoverOnStart bool
-	Inbound   Inbound
-	Policy    Policy
-	Routes    []Route
+	Inbound        Inbound
+	Policy         Policy
+	Routes         []Route
 
 	lines lineMap // each key path's line, for the problems Open finds
 }
