@@ -11,7 +11,6 @@ import (
 	"io"
 	"net"
 	"net/url"
-	"os"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -124,17 +123,12 @@ func (ps Problems) Error() string {
 // durations, one key source). It does not open the files it names (see
 // Open). The error is Problems when the file was read but is not valid.
 func Load(path string) (*Config, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, MaxConfigSize+1))
-	if err != nil {
-		return nil, err
-	}
-	if len(b) > MaxConfigSize {
+	b, err := readBounded(path, MaxConfigSize)
+	if errors.Is(err, errTooLarge) {
 		return nil, Problems{{Msg: fmt.Sprintf("the file is larger than %d octets", MaxConfigSize)}}
+	}
+	if err != nil {
+		return nil, err
 	}
 	abs, err := filepath.Abs(path)
 	if err != nil {

@@ -57,7 +57,7 @@ func (c *Config) Open() (*Resources, error) {
 		}
 		jwk = []byte(v)
 	} else {
-		b, err := readBounded(c.Identity.KeyFile)
+		b, err := readBounded(c.Identity.KeyFile, maxSecretFile)
 		if err != nil {
 			fail(keyAt, "%v", err)
 		}
@@ -81,7 +81,7 @@ func (c *Config) Open() (*Resources, error) {
 	}
 
 	if f := c.Inbound.BearerTokensFile; f != "" {
-		b, err := readBounded(f)
+		b, err := readBounded(f, maxSecretFile)
 		if err != nil {
 			fail("inbound.bearer_tokens_file", "%v", err)
 		} else {
@@ -125,8 +125,18 @@ func jsonWhere(err error) string {
 	return "malformed"
 }
 
-func readBounded(path string) ([]byte, error) {
-	f, err := os.Open(path)
+// readBounded reads the regular file at path, of at most limit octets.
+// Anything else (a FIFO, a device) is refused before it is opened: a
+// reload must not block on it.
+func readBounded(path string, limit int64) ([]byte, error) {
+	fi, err := os.Stat(path)
+	if err == nil && !fi.Mode().IsRegular() {
+		err = &fs.PathError{Op: "read", Path: path, Err: errors.New("not a regular file")}
+	}
+	var f *os.File
+	if err == nil {
+		f, err = os.Open(path)
+	}
 	if err != nil {
 		// A key or tokens pasted where its file's name belongs must not
 		// be printed back: the path is quoted only when it looks like one.
@@ -137,15 +147,17 @@ func readBounded(path string) ([]byte, error) {
 		return nil, err
 	}
 	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, maxSecretFile+1))
+	b, err := io.ReadAll(io.LimitReader(f, limit+1))
 	if err != nil {
 		return nil, err
 	}
-	if len(b) > maxSecretFile {
-		return nil, fmt.Errorf("%s is larger than %d octets", path, maxSecretFile)
+	if int64(len(b)) > limit {
+		return nil, fmt.Errorf("%w: %s is larger than %d octets", errTooLarge, path, limit)
 	}
 	return b, nil
 }
+
+var errTooLarge = errors.New("too large")
 
 // looksLikePath: no JSON, no line breaks, no quotes, not overlong.
 func looksLikePath(p string) bool {
