@@ -173,7 +173,7 @@ func (r *run) after(ctx context.Context, err error) error {
 		r.mu.Lock()
 		r.done = true
 		r.mu.Unlock()
-		r.settle(bg, "stopped: canceled by the delegator", "the agent's run was stopped by the delegator's cancel; its effect is not known")
+		r.settle(bg, err, "stopped: canceled by the delegator", "the agent's run was stopped by the delegator's cancel; its effect is not known")
 		if !ended {
 			if hs, herr := r.x.hopsOfTask(bg, r.rc.StoredTask, true); herr == nil {
 				if open := r.x.openHop(bg, hs, r.hop); open != nil {
@@ -196,7 +196,7 @@ func (r *run) after(ctx context.Context, err error) error {
 		r.mu.Lock()
 		r.done = true
 		r.mu.Unlock()
-		r.settle(bg, "stopped: the execution ended", "the agent's run ended with the execution; its effect is not known")
+		r.settle(bg, err, "stopped: the execution ended", "the agent's run ended with the execution; its effect is not known")
 		return err
 	}
 	why := "the agent's code stopped"
@@ -235,7 +235,17 @@ func (r *run) after(ctx context.Context, err error) error {
 
 // settle records the outcome of a run that ended without a terminal
 // event: the known failure, or the hop stays accepted and is flagged.
-func (r *run) settle(ctx context.Context, detail, unknown string) {
+func (r *run) settle(ctx context.Context, err error, detail, unknown string) {
+	if errors.Is(err, ErrOutcomeUnknown) {
+		// The agent says it cannot tell: only its own Declare decides.
+		r.mu.Lock()
+		rep := r.reported
+		r.mu.Unlock()
+		if rep == nil {
+			r.unknown(ctx, unknown+": "+err.Error())
+			return
+		}
+	}
 	if out := r.failure(detail); out != nil {
 		if _, ferr := r.x.d.Finish(ctx, r.hop.Iss, r.hop.ID, *out); ferr != nil {
 			log.Error(ctx, "a2ahandoff: recording the outcome of a stopped hop", ferr, "hop", r.hop.ID)

@@ -156,6 +156,15 @@ type hopTask struct {
 
 var _ a2asrv.AgentExecutor = (*Executor)(nil)
 
+// Stopped reports whether the run that ctx belongs to (the ctx an
+// agent's Execute is given) was stopped by a verified cancel or an
+// equivocation, rather than ended for another reason: a2a-go ends an
+// execution's ctx once it has processed the final event, and a server
+// that shuts down ends it too. Only a stop calls for stopping the work.
+func Stopped(ctx context.Context) bool {
+	return ctx != nil && errors.Is(context.Cause(ctx), errStopped)
+}
+
 var errStopped = errors.New("a2ahandoff: the hop's work was stopped (canceled by the delegator, or its offer equivocated)")
 
 // NewExecutor builds the delegate from cfg.Delegate and wraps agent.

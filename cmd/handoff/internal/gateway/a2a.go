@@ -2,10 +2,12 @@ package gateway
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/a2aproject/a2a-go/a2a"
@@ -60,12 +62,18 @@ const cancelTimeout = 30 * time.Second
 // otherwise) and writes each event back as the gateway's task's;
 // a task the upstream leaves running without a stream (or whose stream
 // broke) is followed with tasks/get until it ends or waits for input.
-// When a2ahandoff stops the run (a verified cancel, an equivocation), ctx
-// ends and the upstream is sent tasks/cancel for its task; the upstream's
-// answer still decides the outcome (a task that completed before the
-// cancel reached it is "completed"). An exchange that breaks before the
-// upstream said what became of the work returns an error wrapping
-// a2ahandoff.ErrOutcomeUnknown: never a signed "failed".
+//
+// When a2ahandoff stops the run (a verified cancel, an equivocation:
+// a2ahandoff.Stopped), the upstream is sent tasks/cancel for its task,
+// and its answer decides the outcome: a task that completed before the
+// cancel reached it is "completed", one that ended canceled or failed is
+// the stop's. Whenever the exchange ends before the upstream said what
+// became of the work (a broken stream with no task to follow, an
+// upstream that stops answering, a stop it never answers, a gateway
+// that shuts down), Execute returns an error wrapping
+// a2ahandoff.ErrOutcomeUnknown: never a signed "failed". A ctx that ends
+// for another reason (a2a-go ends it once the final event is processed)
+// is not a stop.
 func (u *upstreamA2A) Execute(ctx context.Context, rc *a2asrv.RequestContext, q eventqueue.Queue) (err error) {
 	m := *rc.Message
 	m.Metadata = maps.Clone(rc.Message.Metadata)
@@ -81,12 +89,12 @@ func (u *upstreamA2A) Execute(ctx context.Context, rc *a2asrv.RequestContext, q 
 
 	hop := a2ahandoff.HopFrom(ctx)
 	u.began(rc.TaskID, hop)
-	var last a2a.TaskState
+	e := &exchange{u: u, rc: rc, q: q, ctx: ctx, hop: hop}
 	defer func() {
 		u.ended(rc.TaskID)
 		// Only a task waiting for its caller may be continued or canceled
 		// later; every other end leaves nothing to map.
-		if err != nil || ctx.Err() != nil || (last != a2a.TaskStateInputRequired && last != a2a.TaskStateAuthRequired) {
+		if !e.paused() {
 			u.forgetTask(rc.TaskID)
 		}
 	}()
@@ -95,92 +103,153 @@ func (u *upstreamA2A) Execute(ctx context.Context, rc *a2asrv.RequestContext, q 
 	// before the upstream's first event has (its task id is needed to
 	// cancel it), and the upstream's answer to the cancel says whether
 	// the work completed anyway.
-	sctx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	var stop context.CancelFunc
+	e.sctx, stop = context.WithCancel(context.WithoutCancel(ctx))
 	defer stop()
 	defer context.AfterFunc(u.life, stop)()
 	known := make(chan struct{})
 	var knowOnce sync.Once
-	stopped := make(chan struct{})
+	know := func() { knowOnce.Do(func() { close(known) }) }
+	if m.TaskID != "" {
+		know() // a follow-up: the upstream's task is known already
+	}
+	watched := make(chan struct{})
 	go func() {
-		defer close(stopped)
+		defer close(watched)
 		select {
-		case <-sctx.Done():
+		case <-e.sctx.Done():
 			return
 		case <-ctx.Done():
+		}
+		if !a2ahandoff.Stopped(ctx) {
+			if !e.final.Load() {
+				stop() // the gateway is ending the execution: the exchange ends too
+			}
+			return
 		}
 		select {
 		case <-known:
 			u.cancelUpstream(rc.TaskID)
-		case <-sctx.Done():
+		case <-e.sctx.Done():
 			return
 		case <-time.After(cancelTimeout):
 			u.log.Warn("the stopped hop's upstream task never said its id; not canceled", "route", u.route, "task", rc.TaskID)
 			stop()
 			return
 		}
-		// Wait for the stream to end on the upstream's final event.
+		// Wait for the upstream's final word on the stream (or follow's).
 		select {
-		case <-sctx.Done():
+		case <-e.sctx.Done():
 		case <-time.After(cancelTimeout):
 			stop()
 		}
 	}()
-	defer func() { stop(); <-stopped }()
+	defer func() { stop(); <-watched }()
 
-	sawReply := false // a Message: the upstream's whole answer
-	for ev, serr := range u.client.SendStreamingMessage(sctx, params) {
+	for ev, serr := range u.client.SendStreamingMessage(e.sctx, params) {
 		if serr != nil {
-			if ctx.Err() != nil {
-				return context.Cause(ctx)
+			if e.final.Load() {
+				return nil // said and done; the stream's end does not matter
 			}
-			if u.upstreamTask(rc.TaskID) != "" {
+			if u.upstreamTask(rc.TaskID) != "" && !e.sctxDone() {
 				// The stream broke, the task lives on: follow it.
 				u.log.Warn("the upstream's stream broke; following its task", "route", u.route, "task", rc.TaskID, "err", serr)
-				if last == "" {
-					last = a2a.TaskStateWorking
-				}
-				last, err = u.follow(ctx, rc, q, last)
-				return err
+				return e.follow()
 			}
-			return fmt.Errorf("gateway: route %s: the upstream: %w (%w)", u.route, serr, a2ahandoff.ErrOutcomeUnknown)
+			return e.lost(fmt.Errorf("the upstream: %w", serr))
 		}
 		if id := eventTask(ev); id != "" {
 			u.noteTask(rc.TaskID, id)
-			knowOnce.Do(func() { close(known) })
+			know()
 		}
-		if ctx.Err() != nil {
-			// Stopped: the events tell the id to cancel, and whether the
-			// work completed before the cancel reached it.
-			if st := eventState(ev); st == a2a.TaskStateCompleted && hop != nil {
-				if derr := hop.Declare(delegate.Outcome{State: store.Completed}); derr != nil {
-					u.log.Warn("the upstream completed the stopped hop's task, but that could not be declared", "route", u.route, "task", rc.TaskID, "err", derr)
-				}
+		if done, err := e.take(ev); done || err != nil {
+			return err
+		}
+	}
+	if e.final.Load() {
+		return nil
+	}
+	if e.last == "" && u.upstreamTask(rc.TaskID) == "" {
+		return e.lost(errors.New("the upstream's answer ended without a task state or a reply"))
+	}
+	return e.follow()
+}
+
+// exchange is one Execute's conversation with the upstream.
+type exchange struct {
+	u    *upstreamA2A
+	rc   *a2asrv.RequestContext
+	q    eventqueue.Queue
+	ctx  context.Context // the run's: a2ahandoff.Stopped(ctx) is a stop
+	sctx context.Context // the exchange's: outlives ctx, ends with the gateway
+	hop  *a2ahandoff.Hop // nil for a task without a handoff
+
+	last  a2a.TaskState // the last state written
+	final atomic.Bool   // a final event was written: the task ended or paused
+}
+
+func (e *exchange) sctxDone() bool { return e.sctx.Err() != nil }
+
+// paused: the last state written waits for the caller.
+func (e *exchange) paused() bool {
+	return e.last == a2a.TaskStateInputRequired || e.last == a2a.TaskStateAuthRequired
+}
+
+// take handles one upstream event: written as the gateway's while the
+// run goes on; after a stop, read for the upstream's final word. done
+// says the exchange is over (with err its result).
+func (e *exchange) take(ev a2a.Event) (done bool, err error) {
+	if a2ahandoff.Stopped(e.ctx) {
+		return e.afterStop(ev)
+	}
+	if e.ctx.Err() != nil {
+		// Ended, not stopped, before a final event: the gateway is
+		// ending the execution; what the work did is not known.
+		return true, e.lost(errors.New("the execution ended before the upstream's final event"))
+	}
+	st, err := e.u.write(e.ctx, e.rc, e.q, ev)
+	if err != nil {
+		return true, err
+	}
+	if _, reply := ev.(*a2a.Message); reply {
+		e.final.Store(true) // a2ahandoff made the reply the COMPLETED status
+		return true, nil
+	}
+	if st != "" {
+		e.last = st
+	}
+	if e.last.Terminal() || e.paused() {
+		e.final.Store(true)
+		return true, nil
+	}
+	return false, nil
+}
+
+// afterStop reads an upstream event after a stop: a completion (a task
+// COMPLETED, or a reply) is declared, since the work took effect; a
+// task that ended otherwise ends the exchange as the stop; anything else
+// waits for more.
+func (e *exchange) afterStop(ev a2a.Event) (bool, error) {
+	st := eventState(ev)
+	_, reply := ev.(*a2a.Message)
+	switch {
+	case st == a2a.TaskStateCompleted || reply:
+		if e.hop != nil {
+			if derr := e.hop.Declare(delegate.Outcome{State: store.Completed}); derr != nil {
+				e.u.log.Warn("the upstream completed the stopped hop's task, but that could not be declared", "route", e.u.route, "task", e.rc.TaskID, "err", derr)
 			}
-			continue
 		}
-		if _, ok := ev.(*a2a.Message); ok {
-			sawReply = true
-		}
-		st, werr := u.write(ctx, rc, q, ev)
-		if werr != nil {
-			return werr
-		}
-		if st != "" {
-			last = st
-		}
+		return true, context.Cause(e.ctx)
+	case st.Terminal():
+		return true, context.Cause(e.ctx) // canceled or failed upstream, as the stop asked
 	}
-	if ctx.Err() != nil {
-		return context.Cause(ctx)
-	}
-	if last == "" && !sawReply {
-		if u.upstreamTask(rc.TaskID) != "" {
-			last = a2a.TaskStateWorking // a task whose stream said no state: follow it
-		} else {
-			return fmt.Errorf("gateway: route %s: the upstream's answer ended without a task state or a reply (%w)", u.route, a2ahandoff.ErrOutcomeUnknown)
-		}
-	}
-	last, err = u.follow(ctx, rc, q, last)
-	return err
+	return false, nil
+}
+
+// lost is the error for an exchange that ended before the upstream said
+// what became of the work.
+func (e *exchange) lost(err error) error {
+	return fmt.Errorf("gateway: route %s: %w (%w)", e.u.route, err, a2ahandoff.ErrOutcomeUnknown)
 }
 
 // began and ended note the Execute in progress for a gateway task, and
@@ -261,44 +330,41 @@ const (
 // follow asks the upstream for its task until it ends or waits for the
 // caller (input-required, auth-required), when the exchange ended with
 // the task still running (an upstream that does not stream, one whose
-// stream broke, or one whose blocking send gave up waiting). It returns
-// the last state it saw. An upstream that stops answering leaves the
-// outcome unknown (a2ahandoff.ErrOutcomeUnknown).
-func (u *upstreamA2A) follow(ctx context.Context, rc *a2asrv.RequestContext, q eventqueue.Queue, last a2a.TaskState) (a2a.TaskState, error) {
+// stream broke, or one whose blocking send gave up waiting). The asks
+// use the exchange's context, so that after a stop they go on until the
+// upstream's final word (the watcher in Execute sends the cancel and
+// bounds the wait). An upstream that stops answering leaves the outcome
+// unknown.
+func (e *exchange) follow() error {
+	if e.last == "" {
+		e.last = a2a.TaskStateWorking
+	}
 	failed := 0
-	for last != "" && !last.Terminal() && last != a2a.TaskStateInputRequired && last != a2a.TaskStateAuthRequired {
-		up := u.upstreamTask(rc.TaskID)
+	for {
+		up := e.u.upstreamTask(e.rc.TaskID)
 		if up == "" {
-			return last, fmt.Errorf("gateway: route %s: the upstream's task is still %s and has no id to follow (%w)", u.route, last, a2ahandoff.ErrOutcomeUnknown)
+			return e.lost(fmt.Errorf("the upstream's task is still %s and has no id to follow", e.last))
 		}
 		select {
-		case <-ctx.Done():
-			u.cancelUpstream(rc.TaskID)
-			return last, context.Cause(ctx)
-		case <-u.life.Done():
-			return last, fmt.Errorf("gateway: route %s: closed while following the upstream's task %s (%w)", u.route, up, a2ahandoff.ErrOutcomeUnknown)
+		case <-e.sctx.Done():
+			return e.lost(fmt.Errorf("stopped following the upstream's task %s before it ended", up))
 		case <-time.After(followEvery):
 		}
-		t, err := u.client.GetTask(ctx, &a2a.TaskQueryParams{ID: up})
+		t, err := e.u.client.GetTask(e.sctx, &a2a.TaskQueryParams{ID: up})
 		if err != nil {
-			if ctx.Err() != nil {
-				u.cancelUpstream(rc.TaskID)
-				return last, context.Cause(ctx)
-			}
-			if failed++; failed >= followTries {
-				return last, fmt.Errorf("gateway: route %s: following the upstream's task %s: %w (%w)", u.route, up, err, a2ahandoff.ErrOutcomeUnknown)
+			if failed++; failed >= followTries || e.sctxDone() {
+				return e.lost(fmt.Errorf("following the upstream's task %s: %w", up, err))
 			}
 			continue
 		}
 		failed = 0
-		if t.Status.State == last {
+		if !a2ahandoff.Stopped(e.ctx) && t.Status.State == e.last {
 			continue // nothing new to say
 		}
-		if last, err = u.write(ctx, rc, q, t); err != nil {
-			return last, err
+		if done, err := e.take(t); done || err != nil {
+			return err
 		}
 	}
-	return last, nil
 }
 
 // eventTask is the upstream's task id an event names ("" for a message).
@@ -389,7 +455,7 @@ func (u *upstreamA2A) translate(rc *a2asrv.RequestContext, ev a2a.Event) ([]a2a.
 			outs = append(outs, &a2a.TaskArtifactUpdateEvent{TaskID: rc.TaskID, ContextID: rc.ContextID, Artifact: ownArtifact(art)})
 		}
 		st := a2a.NewStatusUpdateEvent(rc, e.Status.State, u.ownMessage(rc, e.Status.Message))
-		st.Final = e.Status.State.Terminal()
+		st.Final = endsExchange(e.Status.State)
 		st.Metadata = withoutHandoff(e.Metadata)
 		return append(outs, st), nil
 	case *a2a.TaskStatusUpdateEvent:
@@ -397,6 +463,7 @@ func (u *upstreamA2A) translate(rc *a2asrv.RequestContext, ev a2a.Event) ([]a2a.
 		out.TaskID, out.ContextID = rc.TaskID, rc.ContextID
 		out.Status.Message = u.ownMessage(rc, e.Status.Message)
 		out.Metadata = withoutHandoff(e.Metadata)
+		out.Final = out.Final || endsExchange(out.Status.State)
 		return []a2a.Event{&out}, nil
 	case *a2a.TaskArtifactUpdateEvent:
 		out := *e
@@ -408,6 +475,12 @@ func (u *upstreamA2A) translate(rc *a2asrv.RequestContext, ev a2a.Event) ([]a2a.
 		return nil, nil
 	}
 	return nil, fmt.Errorf("gateway: route %s: the upstream sent an event of type %T", u.route, ev)
+}
+
+// endsExchange: a state after which a2a-go expects no more events for
+// this request (the task ended, or waits for its caller).
+func endsExchange(s a2a.TaskState) bool {
+	return s.Terminal() || s == a2a.TaskStateInputRequired || s == a2a.TaskStateAuthRequired
 }
 
 // withoutHandoff is metadata without the handoff member (nil stays nil).

@@ -293,7 +293,8 @@ func (s *Server) Handler() http.Handler { return s.handler }
 // AdminHandler serves /metrics, /healthz, /readyz and /config.
 func (s *Server) AdminHandler() http.Handler {
 	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{}))
+	// A slow or failing store costs its gauges, not the whole scrape.
+	mux.Handle("GET /metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError}))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		fmt.Fprintln(w, "ok")
 	})
