@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"strings"
+	"syscall"
 
 	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
@@ -126,16 +127,16 @@ func jsonWhere(err error) string {
 }
 
 // readBounded reads the regular file at path, of at most limit octets.
-// Anything else (a FIFO, a device) is refused before it is opened: a
-// reload must not block on it.
+// Anything else (a FIFO, a device) is refused: it is opened without
+// blocking (O_NONBLOCK, harmless for a regular file) and checked before
+// it is read, so that a reload never blocks on it.
 func readBounded(path string, limit int64) ([]byte, error) {
-	fi, err := os.Stat(path)
-	if err == nil && !fi.Mode().IsRegular() {
-		err = &fs.PathError{Op: "read", Path: path, Err: errors.New("not a regular file")}
-	}
-	var f *os.File
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err == nil {
-		f, err = os.Open(path)
+		if fi, serr := f.Stat(); serr != nil || !fi.Mode().IsRegular() {
+			f.Close()
+			err = &fs.PathError{Op: "read", Path: path, Err: errors.New("not a regular file")}
+		}
 	}
 	if err != nil {
 		// A key or tokens pasted where its file's name belongs must not
