@@ -33,10 +33,16 @@ type upstreamA2A struct {
 	client *a2aclient.Client
 	log    *slog.Logger
 
+	// The gateway's tasks that may still be continued or canceled: while
+	// an Execute runs, and while the task waits for its caller. Entries
+	// untouched for mappedFor are pruned (a caller that never returns).
 	mu      sync.Mutex
 	tasks   map[a2a.TaskID]a2a.TaskID // the gateway's task -> the upstream's
-	hops    map[[2]string]a2a.TaskID  // (iss, hop) -> the gateway's task, for OnCancel
+	hops    map[[2]string]a2a.TaskID  // (iss, hop) -> the gateway's task, for stops of paused hops
+	hopOf   map[a2a.TaskID][2]string  // the reverse of hops
+	touched map[a2a.TaskID]time.Time  // the last Execute's start, for pruning
 	running map[a2a.TaskID]bool       // gateway tasks with an Execute in progress
+	pruneAt int                       // prune when len(touched) reaches it
 
 	// life ends when the gateway closes: the exchanges still open with
 	// the upstream are dropped (after the store closed, so that their
@@ -47,7 +53,8 @@ type upstreamA2A struct {
 
 func newUpstreamA2A(route string, client *a2aclient.Client, log *slog.Logger) *upstreamA2A {
 	u := &upstreamA2A{route: route, client: client, log: log, tasks: map[a2a.TaskID]a2a.TaskID{},
-		hops: map[[2]string]a2a.TaskID{}, running: map[a2a.TaskID]bool{}}
+		hops: map[[2]string]a2a.TaskID{}, hopOf: map[a2a.TaskID][2]string{}, touched: map[a2a.TaskID]time.Time{},
+		running: map[a2a.TaskID]bool{}, pruneAt: 1024}
 	u.life, u.abort = context.WithCancel(context.Background())
 	return u
 }
@@ -252,14 +259,29 @@ func (e *exchange) lost(err error) error {
 	return fmt.Errorf("gateway: route %s: %w (%w)", e.u.route, err, a2ahandoff.ErrOutcomeUnknown)
 }
 
+// mappedFor is how long a paused task's mapping is kept without a
+// follow-up (the hop record outlives it: a delegator that comes back
+// later is answered from the record, and its follow-up starts anew).
+const mappedFor = 24 * time.Hour
+
 // began and ended note the Execute in progress for a gateway task, and
-// the hop it carries, for OnCancel.
+// the hop it carries, for stops of paused hops.
 func (u *upstreamA2A) began(own a2a.TaskID, h *a2ahandoff.Hop) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	u.running[own] = true
+	u.touched[own] = time.Now()
 	if h != nil {
-		u.hops[[2]string{h.Iss, h.ID}] = own
+		k := [2]string{h.Iss, h.ID}
+		u.hops[k], u.hopOf[own] = own, k
+	}
+	if len(u.touched) >= u.pruneAt {
+		for t, at := range u.touched {
+			if !u.running[t] && time.Since(at) > mappedFor {
+				u.forgetLocked(t)
+			}
+		}
+		u.pruneAt = max(1024, 2*len(u.touched))
 	}
 }
 
@@ -269,19 +291,27 @@ func (u *upstreamA2A) ended(own a2a.TaskID) {
 	u.mu.Unlock()
 }
 
-// onCancel is a2ahandoff's OnCancel: a verified cancel of a hop whose
-// work is not running here (its task waits for input) reaches the
-// upstream too; a running one is canceled by its Execute.
-func (u *upstreamA2A) onCancel(_ context.Context, iss, hop string, _ handoff.Digest) {
+// stopPaused is a stop (a verified cancel, an equivocation) of a hop
+// whose work is not running here, its task waiting for input: the
+// upstream's task is canceled too, once (a running one is canceled by
+// its Execute). It serves as the Executor's OnCancel and in the
+// delegate's Stop.
+func (u *upstreamA2A) stopPaused(iss, hop string) {
 	u.mu.Lock()
 	own, ok := u.hops[[2]string{iss, hop}]
-	delete(u.hops, [2]string{iss, hop})
 	running := u.running[own]
-	u.mu.Unlock()
+	up := u.tasks[own]
 	if ok && !running {
-		u.cancelUpstream(own)
-		u.forgetTask(own)
+		u.forgetLocked(own)
 	}
+	u.mu.Unlock()
+	if ok && !running && up != "" {
+		u.cancelTask(own, up)
+	}
+}
+
+func (u *upstreamA2A) onCancel(_ context.Context, iss, hop string, _ handoff.Digest) {
+	u.stopPaused(iss, hop)
 }
 
 // eventState is the task state an upstream event reports ("" for none).
@@ -413,23 +443,31 @@ func (u *upstreamA2A) noteTask(own, up a2a.TaskID) {
 
 func (u *upstreamA2A) forgetTask(own a2a.TaskID) {
 	u.mu.Lock()
+	u.forgetLocked(own)
+	u.mu.Unlock()
+}
+
+func (u *upstreamA2A) forgetLocked(own a2a.TaskID) {
 	delete(u.tasks, own)
-	for k, t := range u.hops {
-		if t == own {
+	delete(u.touched, own)
+	if k, ok := u.hopOf[own]; ok {
+		delete(u.hopOf, own)
+		if u.hops[k] == own {
 			delete(u.hops, k)
 		}
 	}
-	u.mu.Unlock()
 }
 
 // cancelUpstream asks the upstream to stop the task behind own: the hop
 // was canceled by its delegator (verified by a2ahandoff) or equivocated.
 // Detached from the request, which has ended.
 func (u *upstreamA2A) cancelUpstream(own a2a.TaskID) {
-	up := u.upstreamTask(own)
-	if up == "" {
-		return
+	if up := u.upstreamTask(own); up != "" {
+		u.cancelTask(own, up)
 	}
+}
+
+func (u *upstreamA2A) cancelTask(own, up a2a.TaskID) {
 	ctx, cancel := context.WithTimeout(context.Background(), cancelTimeout)
 	defer cancel()
 	if _, err := u.client.CancelTask(ctx, &a2a.TaskIDParams{ID: up}); err != nil {

@@ -106,12 +106,15 @@ func New(ctx context.Context, c *Config, res *Resources, log *slog.Logger) (*Ser
 	return s, nil
 }
 
-// stopElsewhere stops a hop's run on every route (each route's own
-// Executor also stops it itself); s.routes is complete before the
-// gateway takes a request.
+// stopElsewhere stops a hop's work on every route: its run (each
+// route's own Executor also stops it itself), or, when it waits for
+// input, its upstream task; s.routes is complete before the gateway
+// takes a request.
 func (s *Server) stopElsewhere(iss, hop string) {
 	for _, r := range s.routes {
 		r.x.Stop(iss, hop)
+		// Stop must not block: a paused hop's upstream cancel is a call.
+		go r.upstream.stopPaused(iss, hop)
 	}
 }
 
