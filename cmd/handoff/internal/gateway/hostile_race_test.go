@@ -2,6 +2,8 @@ package gateway
 
 import (
 	"context"
+	"fmt"
+	"net/http"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -12,6 +14,7 @@ import (
 
 	"github.com/quantumlearningmachines/handoff"
 	"github.com/quantumlearningmachines/handoff/a2ahandoff"
+	"github.com/quantumlearningmachines/handoff/store"
 )
 
 // finishingAgent completes its task 500 ms after it starts, whatever
@@ -38,29 +41,36 @@ func (a *finishingAgent) Cancel(context.Context, *a2asrv.RequestContext, eventqu
 
 // A cancel that races the upstream's completion, on an effect-free route:
 // the upstream's "completed" decides the outcome, not the cancel (no
-// signed "failed" for work that completed upstream).
+// signed "failed" for work that completed upstream), whether the
+// gateway reads the task from a stream or follows it with tasks/get.
 func TestHostileCancelRacingCompletion(t *testing.T) {
-	ag := &finishingAgent{started: make(chan struct{}, 1)}
-	r := newAdvRig(t, upstreamOf(ag), "name: a, path: /a/, without_handoff: reject, failures_effect_free: true")
-	ac := r.ac(t, "/a/", plannerToken)
-	m, hop := r.offerMsg(t, "", "ctx-r", "go", nil)
-	noWait := false
-	res, err := ac.SendMessage(context.Background(), &a2a.MessageSendParams{Message: m, Config: &a2a.MessageSendConfig{Blocking: &noWait}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	<-ag.started
-	rec := r.record(t, hop)
-	canceled, _ := r.planner.SignStatus(&handoff.Status{Offer: rec.Digest, Iss: "https://planner.example", Aud: "https://coder.example",
-		State: handoff.StateCanceled, Iat: time.Now().Unix()}, handoff.FormJWS)
-	if _, err := ac.CancelTask(context.Background(), &a2a.TaskIDParams{ID: res.(*a2a.Task).ID, Metadata: map[string]any{a2ahandoff.Key: canceled.Text()}}); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, 3*time.Second, func() bool { return ag.completed.Load() == 1 })
-	time.Sleep(500 * time.Millisecond)
-	rec = r.record(t, hop)
-	t.Logf("upstream completed=%d; hop record %s", ag.completed.Load(), rec.State)
-	if ag.completed.Load() == 1 && rec.State == "failed" {
-		t.Errorf("the upstream completed its work, the gateway signed failed/no-effect")
+	for _, streaming := range []bool{true, false} {
+		t.Run(fmt.Sprintf("streaming=%v", streaming), func(t *testing.T) {
+			ag := &finishingAgent{started: make(chan struct{}, 1)}
+			card := *streamingCard
+			card.Capabilities.Streaming = streaming
+			mux := http.NewServeMux()
+			mux.Handle("/", a2asrv.NewJSONRPCHandler(a2asrv.NewHandler(ag)))
+			mux.Handle(a2asrv.WellKnownAgentCardPath, a2asrv.NewStaticAgentCardHandler(&card))
+			r := newAdvRig(t, mux, "name: a, path: /a/, without_handoff: reject, failures_effect_free: true")
+			ac := r.ac(t, "/a/", plannerToken)
+			m, hop := r.offerMsg(t, "", "ctx-r", "go", nil)
+			noWait := false
+			res, err := ac.SendMessage(context.Background(), &a2a.MessageSendParams{Message: m, Config: &a2a.MessageSendConfig{Blocking: &noWait}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			<-ag.started
+			rec := r.record(t, hop)
+			canceled, _ := r.planner.SignStatus(&handoff.Status{Offer: rec.Digest, Iss: "https://planner.example", Aud: "https://coder.example",
+				State: handoff.StateCanceled, Iat: time.Now().Unix()}, handoff.FormJWS)
+			if _, err := ac.CancelTask(context.Background(), &a2a.TaskIDParams{ID: res.(*a2a.Task).ID, Metadata: map[string]any{a2ahandoff.Key: canceled.Text()}}); err != nil {
+				t.Fatal(err)
+			}
+			waitFor(t, 3*time.Second, func() bool { return ag.completed.Load() == 1 })
+			if !waitFor(t, 5*time.Second, func() bool { return r.record(t, hop).State == store.Completed }) {
+				t.Errorf("the upstream completed its work (%d); the hop record is %s, want completed", ag.completed.Load(), r.record(t, hop).State)
+			}
+		})
 	}
 }
