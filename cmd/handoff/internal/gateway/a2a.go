@@ -338,12 +338,7 @@ func (u *upstreamA2A) write(ctx context.Context, rc *a2asrv.RequestContext, q ev
 			return "", err
 		}
 		if st, ok := out.(*a2a.TaskStatusUpdateEvent); ok {
-			state = st.Status.State
-			if state.Terminal() {
-				// The task has ended: nothing will continue or cancel it,
-				// and the map holds only tasks that may still be.
-				u.forgetTask(rc.TaskID)
-			}
+			state = st.Status.State // Execute forgets an ended task's mapping as it returns
 		}
 	}
 	return state, nil
