@@ -56,10 +56,13 @@ type bothAtClaim struct {
 	store.Store
 	t       *testing.T
 	arrived sync.WaitGroup
+	claims  atomic.Int32
 }
 
 func (b *bothAtClaim) Claim(ctx context.Context, r *store.Record) (*store.Record, bool, error) {
-	if store.CheckedClaim(r) {
+	// Only the first two claims meet: a delivery the held cancel refused
+	// claims again (delegate.take), and that claim waits for no one.
+	if store.CheckedClaim(r) && b.claims.Add(1) <= 2 {
 		b.arrived.Done()
 		done := make(chan struct{})
 		go func() { b.arrived.Wait(); close(done) }()
