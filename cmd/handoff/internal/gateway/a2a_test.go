@@ -155,22 +155,11 @@ trust_file: trust.json
 store: sqlite:%s
 routes:
   - {name: coder, protocol: a2a, path: /coder/, upstream: %q, without_handoff: %s}
-`, filepath.Join(t.TempDir(), "hops.db"), r.upstream.URL+"/", withoutHandoff)
+`, backdatedSQLite(t), r.upstream.URL+"/", withoutHandoff)
 	c, err := Parse([]byte(doc), t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
-	// A store made just now refuses offers signed in its first second
-	// (the restart rule); this one is empty, and its memory may be said
-	// to have begun a minute ago.
-	pre, err := sqlite.Open(ctx, strings.TrimPrefix(c.Store, "sqlite:"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := pre.Forget(ctx, time.Now().Add(-time.Minute)); err != nil {
-		t.Fatal(err)
-	}
-	pre.Close()
 	log := slog.New(slog.NewTextHandler(r.logs, nil))
 	r.gw, err = New(ctx, c, &Resources{Signer: r.coder, Keys: r.keys, Tokens: map[string]string{plannerToken: "https://planner.example"}}, log)
 	if err != nil {
@@ -180,6 +169,25 @@ routes:
 	t.Cleanup(func() { front.Close(); r.gw.Close() })
 	r.url = front.URL + "/coder/"
 	return r
+}
+
+// backdatedSQLite is the path of a new SQLite store whose memory began
+// a minute ago. A store made just now refuses offers signed in its first
+// second (the restart rule); this one is empty, and its memory may be
+// said to have begun earlier.
+func backdatedSQLite(t *testing.T) string {
+	t.Helper()
+	ctx := context.Background()
+	db := filepath.Join(t.TempDir(), "hops.db")
+	pre, err := sqlite.Open(ctx, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := pre.Forget(ctx, time.Now().Add(-time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	pre.Close()
+	return db
 }
 
 type lockedWriter struct {

@@ -500,11 +500,6 @@ func build(m map[string]any, lines lineMap, dir string) (*Config, error) {
 		if rt.WithoutHandoff == "" {
 			rt.WithoutHandoff = "reject" // fail safe
 		}
-		if rt.Protocol == "mcp" {
-			// In the schema (docs/spec.md section 6), not yet served: a
-			// configuration this gateway cannot run is not valid here.
-			fail(at+".protocol", "mcp routes are not served by this version of the gateway yet; only a2a")
-		}
 		if j, dup := names[rt.Name]; dup {
 			fail(at+".name", "%q is also the name of routes[%d]", rt.Name, j)
 		}

@@ -138,7 +138,7 @@ type rawUpstream struct {
 	canceled  []string
 }
 
-func sseEvent(w http.ResponseWriter, f http.Flusher, ev any) {
+func writeSSE(w http.ResponseWriter, f http.Flusher, ev any) {
 	b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": "1", "result": ev})
 	fmt.Fprintf(w, "data: %s\n\n", b)
 	f.Flush()
@@ -224,8 +224,8 @@ func TestHostileEmptyStreamIsFlagged(t *testing.T) {
 func TestHostileStreamDropIsFollowed(t *testing.T) {
 	up := &rawUpstream{getState: a2a.TaskStateWorking, doneAfter: 3}
 	up.sse = func(w http.ResponseWriter, f http.Flusher) {
-		sseEvent(w, f, &a2a.Task{ID: "up-1", ContextID: "ctx-d", Status: a2a.TaskStatus{State: a2a.TaskStateSubmitted}})
-		sseEvent(w, f, &a2a.TaskStatusUpdateEvent{TaskID: "up-1", ContextID: "ctx-d", Status: a2a.TaskStatus{State: a2a.TaskStateWorking}})
+		writeSSE(w, f, &a2a.Task{ID: "up-1", ContextID: "ctx-d", Status: a2a.TaskStatus{State: a2a.TaskStateSubmitted}})
+		writeSSE(w, f, &a2a.TaskStatusUpdateEvent{TaskID: "up-1", ContextID: "ctx-d", Status: a2a.TaskStatus{State: a2a.TaskStateWorking}})
 		// the connection is reset mid-stream (proxy idle timeout, upstream restart of its front, ...)
 		hj, _ := w.(http.Hijacker)
 		c, _, _ := hj.Hijack()
@@ -346,7 +346,7 @@ func (a *blockAgent) Cancel(ctx context.Context, rc *a2asrv.RequestContext, q ev
 // The caller's Authorization header is never forwarded (SPEC.md section 6).
 func TestHostileAuthorizationNotForwarded(t *testing.T) {
 	up := &rawUpstream{sse: func(w http.ResponseWriter, f http.Flusher) {
-		sseEvent(w, f, &a2a.Task{ID: "up-1", ContextID: "ctx-h", Status: a2a.TaskStatus{State: a2a.TaskStateCompleted}})
+		writeSSE(w, f, &a2a.Task{ID: "up-1", ContextID: "ctx-h", Status: a2a.TaskStatus{State: a2a.TaskStateCompleted}})
 	}}
 	r := newAdvRig(t, up, "name: a, path: /a/, without_handoff: reject")
 	m, _ := r.offerMsg(t, "", "ctx-h", "go", nil)
@@ -364,10 +364,10 @@ func TestHostileAuthorizationNotForwarded(t *testing.T) {
 func TestHostileUpstreamHandoffMetadata(t *testing.T) {
 	bogus := map[string]any{a2ahandoff.Key: map[string]any{"status": "forged-by-upstream"}}
 	up := &rawUpstream{sse: func(w http.ResponseWriter, f http.Flusher) {
-		sseEvent(w, f, &a2a.Task{ID: "up-1", ContextID: "ctx-m", Status: a2a.TaskStatus{State: a2a.TaskStateWorking}, Metadata: bogus})
-		sseEvent(w, f, &a2a.TaskArtifactUpdateEvent{TaskID: "up-1", ContextID: "ctx-m", Metadata: bogus,
+		writeSSE(w, f, &a2a.Task{ID: "up-1", ContextID: "ctx-m", Status: a2a.TaskStatus{State: a2a.TaskStateWorking}, Metadata: bogus})
+		writeSSE(w, f, &a2a.TaskArtifactUpdateEvent{TaskID: "up-1", ContextID: "ctx-m", Metadata: bogus,
 			Artifact: &a2a.Artifact{ID: "a1", Parts: a2a.ContentParts{a2a.TextPart{Text: "x"}}, Metadata: bogus}})
-		sseEvent(w, f, &a2a.TaskStatusUpdateEvent{TaskID: "up-1", ContextID: "ctx-m", Final: true, Metadata: bogus, Status: a2a.TaskStatus{State: a2a.TaskStateCompleted}})
+		writeSSE(w, f, &a2a.TaskStatusUpdateEvent{TaskID: "up-1", ContextID: "ctx-m", Final: true, Metadata: bogus, Status: a2a.TaskStatus{State: a2a.TaskStateCompleted}})
 	}}
 	r := newAdvRig(t, up, "name: a, path: /a/, without_handoff: reject")
 	m, _ := r.offerMsg(t, "", "ctx-m", "go", nil)

@@ -28,6 +28,11 @@ type metrics struct {
 	retransmits  *prometheus.CounterVec   // route, resent
 	checkLatency *prometheus.HistogramVec // route
 	chainLength  *prometheus.HistogramVec // route
+
+	// mcp routes: the outcomes recorded for forwarded calls, and the
+	// signed cancels taken.
+	outcomes *prometheus.CounterVec // route, outcome
+	cancels  *prometheus.CounterVec // route, result
 }
 
 func newMetrics(reg *prometheus.Registry) *metrics {
@@ -67,6 +72,14 @@ func newMetrics(reg *prometheus.Registry) *metrics {
 			Help:    "Earlier offers carried with each offer received, by route.",
 			Buckets: []float64{0, 1, 2, 4, 8, 16, 32},
 		}, []string{"route"}),
+		outcomes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "handoff_gateway_outcomes_total",
+			Help: "Outcomes of forwarded work on mcp routes, by route and outcome: completed, failed, or unknown (flagged for the operator: a JSON-RPC error or an isError result on a route whose failures may take effect, a lost response).",
+		}, []string{"route", "outcome"}),
+		cancels: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "handoff_gateway_cancels_total",
+			Help: "Signed cancels taken on mcp routes, by route and result: applied (verified and recorded), or refused.",
+		}, []string{"route", "result"}),
 	}
 	version := "(devel)"
 	if bi, ok := debug.ReadBuildInfo(); ok {
@@ -79,13 +92,14 @@ func newMetrics(reg *prometheus.Registry) *metrics {
 	})
 	build.Set(1)
 	m.configValid.Set(1)
-	reg.MustRegister(m.requests, m.latency, m.reloads, m.configValid, build, m.answers, m.retransmits, m.checkLatency, m.chainLength)
+	reg.MustRegister(m.requests, m.latency, m.reloads, m.configValid, build, m.answers, m.retransmits, m.checkLatency, m.chainLength,
+		m.outcomes, m.cancels)
 	return m
 }
 
 // answered counts and logs one answer of the receiving checks on route.
 func (s *Server) answered(route, me string) func(context.Context, *delegate.Answer, time.Duration) {
-	return func(_ context.Context, a *delegate.Answer, took time.Duration) {
+	return func(ctx context.Context, a *delegate.Answer, took time.Duration) {
 		reason := string(a.Reason)
 		if reason == "" {
 			reason = "none"
@@ -113,8 +127,22 @@ func (s *Server) answered(route, me string) func(context.Context, *delegate.Answ
 		if a.Err != nil {
 			attrs = append(attrs, slog.String("why", oneLine(a.Err)))
 		}
+		attrs = append(attrs, logAttrsFrom(ctx)...)
 		s.log.LogAttrs(context.Background(), level, "handoff", attrs...)
 	}
+}
+
+// logAttrsKey keys the protocol's fields for the log line of an offer
+// (the MCP tool, say) in the context the checks run under.
+type logAttrsKey struct{}
+
+func withLogAttrs(ctx context.Context, attrs ...slog.Attr) context.Context {
+	return context.WithValue(ctx, logAttrsKey{}, attrs)
+}
+
+func logAttrsFrom(ctx context.Context) []slog.Attr {
+	attrs, _ := ctx.Value(logAttrsKey{}).([]slog.Attr)
+	return attrs
 }
 
 // instrument counts and times the requests of route r.

@@ -7,17 +7,14 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/a2aproject/a2a-go/a2a"
 
 	"github.com/quantumlearningmachines/handoff/delegator"
 	"github.com/quantumlearningmachines/handoff/store"
-	"github.com/quantumlearningmachines/handoff/store/sqlite"
 )
 
 // TestGatewayRestart: a gateway that stops while a hop's work runs, and
@@ -27,15 +24,7 @@ import (
 func TestGatewayRestart(t *testing.T) {
 	r := newRig(t, "reject") // its upstream, keys and planner; its own gateway is not used
 	ctx := context.Background()
-	db := filepath.Join(t.TempDir(), "hops.db")
-	pre, err := sqlite.Open(ctx, db)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := pre.Forget(ctx, time.Now().Add(-time.Minute)); err != nil { // see newRigWith
-		t.Fatal(err)
-	}
-	pre.Close()
+	db := backdatedSQLite(t)
 	c, err := Parse([]byte(fmt.Sprintf(`listen: 127.0.0.1:0
 identity: {id: "https://coder.example", key_env: UNUSED}
 trust_file: trust.json

@@ -51,12 +51,22 @@ type Server struct {
 	reloadMu sync.Mutex
 }
 
-// route is one configured upstream, served under its path.
+// route is one configured upstream, served under its path: an a2a
+// route (x, upstream, card) or an mcp route (mcp).
 type route struct {
 	cfg      Route
 	x        *a2ahandoff.Executor
 	upstream *upstreamA2A
 	card     cardCache
+	mcp      *mcpRoute
+}
+
+// delegate is the route's delegate (every route's shares the store).
+func (r *route) delegate() *delegate.Delegate {
+	if r.mcp != nil {
+		return r.mcp.d
+	}
+	return r.x.Delegate()
 }
 
 // New opens the store and builds every route. The caller closes the
@@ -87,13 +97,19 @@ func New(ctx context.Context, c *Config, res *Resources, log *slog.Logger) (*Ser
 			return nil, fmt.Errorf("route %s: %w", rc.Name, err)
 		}
 		s.routes = append(s.routes, r)
-		mux.Handle(rc.Path, s.instrument(rc, http.StripPrefix(strings.TrimSuffix(rc.Path, "/"), r.handler(s))))
+		h := s.instrument(rc, http.StripPrefix(strings.TrimSuffix(rc.Path, "/"), r.handler(s)))
+		mux.Handle(rc.Path, h)
+		if rc.Path != "/" {
+			// The path without its slash too: the mux would answer it
+			// with a redirect, which a POST does not follow as a POST.
+			mux.Handle(strings.TrimSuffix(rc.Path, "/"), h)
+		}
 	}
 	s.handler = mux
 	if c.RecoverOnStart && len(s.routes) > 0 {
 		// The store is shared by every route: one delegate's Recover
 		// looks at all of its hops.
-		n, err := s.routes[0].x.Delegate().Recover(ctx)
+		n, err := s.routes[0].delegate().Recover(ctx)
 		if err != nil {
 			s.store.Close()
 			return nil, fmt.Errorf("recover_on_start: %w", err)
@@ -112,6 +128,10 @@ func New(ctx context.Context, c *Config, res *Resources, log *slog.Logger) (*Ser
 // takes a request.
 func (s *Server) stopElsewhere(iss, hop string) {
 	for _, r := range s.routes {
+		if r.mcp != nil {
+			r.mcp.stop(iss, hop)
+			continue
+		}
 		r.x.Stop(iss, hop)
 		// Stop must not block: a paused hop's upstream cancel is a call.
 		go r.upstream.stopPaused(iss, hop)
@@ -124,8 +144,12 @@ type liveKeys struct{ s *Server }
 func (k liveKeys) Keys(iss, kid string) []trust.Key { return k.s.keys.Load().Keys(iss, kid) }
 
 func (s *Server) newRoute(ctx context.Context, c *Config, res *Resources, rc Route) (*route, error) {
-	if rc.Protocol != "a2a" {
-		return nil, fmt.Errorf("protocol %q: this gateway serves a2a routes only, so far", rc.Protocol)
+	if rc.Protocol == "mcp" {
+		m, err := s.newMCPRoute(ctx, c, res, rc)
+		if err != nil {
+			return nil, err
+		}
+		return &route{cfg: rc, mcp: m}, nil
 	}
 	base := rc.Upstream.String()
 	client, card, err := upstreamClient(ctx, base)
@@ -184,6 +208,9 @@ func upstreamClient(ctx context.Context, base string) (*a2aclient.Client, *a2a.A
 // handler serves the route: its agent card, rewritten to the gateway,
 // and the JSON-RPC endpoint, checked by a2ahandoff.
 func (r *route) handler(s *Server) http.Handler {
+	if r.mcp != nil {
+		return r.mcp.handler()
+	}
 	rpc := a2ahandoff.StrictHandler(a2asrv.NewJSONRPCHandler(
 		a2ahandoff.NewHandler(r.x, a2asrv.WithCallInterceptor(bearerAuth{s: s}))))
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
@@ -212,14 +239,20 @@ func (b bearerAuth) Before(ctx context.Context, cc *a2asrv.CallContext, _ *a2asr
 	if !ok || len(v) != 1 {
 		return ctx, nil
 	}
-	tok, ok := strings.CutPrefix(v[0], "Bearer ")
-	if !ok {
-		return ctx, nil
-	}
-	if id, ok := (*b.s.tokens.Load())[tok]; ok && tok != "" {
+	if id := b.s.sender(v[0]); id != "" {
 		cc.User = &a2asrv.AuthenticatedUser{UserName: id}
 	}
 	return ctx, nil
+}
+
+// sender is the AgentId an Authorization header's bearer token
+// authenticates (inbound.bearer_tokens_file), "" for none.
+func (s *Server) sender(authorization string) string {
+	tok, ok := strings.CutPrefix(authorization, "Bearer ")
+	if !ok || tok == "" {
+		return ""
+	}
+	return (*s.tokens.Load())[tok]
 }
 
 // cardCache is the upstream's agent card, read again when it is older
@@ -406,21 +439,34 @@ func oneLine(err error) string { return strings.ReplaceAll(err.Error(), "\n", ";
 // the recorded "accepted" without sending the work again.
 func (s *Server) Close() error {
 	for _, r := range s.routes {
-		r.x.Wait()
+		if r.x != nil {
+			r.x.Wait()
+		}
 	}
 	err := s.store.Close()
 	for _, r := range s.routes {
-		r.upstream.abort()
+		if r.mcp != nil {
+			r.mcp.abort()
+		} else {
+			r.upstream.abort()
+		}
 	}
 	return err
 }
 
 // Drain waits, until ctx ends, for every route's runs and detached
-// cancels to finish (a2ahandoff.Executor.Drain).
+// cancels to finish (a2ahandoff.Executor.Drain; an mcp route's
+// forwarded calls and the cancels it sends).
 func (s *Server) Drain(ctx context.Context) error {
 	var errs []error
 	for _, r := range s.routes {
-		if err := r.x.Drain(ctx); err != nil {
+		var err error
+		if r.mcp != nil {
+			err = r.mcp.wait(ctx)
+		} else {
+			err = r.x.Drain(ctx)
+		}
+		if err != nil {
 			errs = append(errs, fmt.Errorf("route %s: %w", r.cfg.Name, err))
 		}
 	}
@@ -430,7 +476,7 @@ func (s *Server) Drain(ctx context.Context) error {
 // Sweep runs every delegate's sweeper until ctx ends.
 func (s *Server) Sweep(ctx context.Context, every time.Duration) {
 	for _, r := range s.routes {
-		go r.x.Delegate().RunSweeper(ctx, every, func(err error) {
+		go r.delegate().RunSweeper(ctx, every, func(err error) {
 			if !errors.Is(err, context.Canceled) {
 				s.log.Error("sweep", "route", r.cfg.Name, "err", err)
 			}
