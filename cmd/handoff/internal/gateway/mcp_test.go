@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -21,6 +22,7 @@ import (
 	"github.com/quantumlearningmachines/handoff/internal/malleate"
 	"github.com/quantumlearningmachines/handoff/mcphandoff"
 	"github.com/quantumlearningmachines/handoff/store"
+	"github.com/quantumlearningmachines/handoff/store/postgres"
 	"github.com/quantumlearningmachines/handoff/trust"
 )
 
@@ -85,6 +87,7 @@ type mcpRig struct {
 	planner *handoff.Signer
 	dl      *delegator.Delegator
 	logs    *lockedWriter
+	res     *Resources // the gateway's key, trust and tokens
 }
 
 // newMCPRig starts the rig; keys are more keys of the route, YAML flow
@@ -113,8 +116,8 @@ routes:
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.gw, err = New(ctx, c, &Resources{Signer: tester, Keys: r.keys, Tokens: map[string]string{plannerToken: "https://planner.example"}},
-		slog.New(slog.NewTextHandler(r.logs, nil)))
+	r.res = &Resources{Signer: tester, Keys: r.keys, Tokens: map[string]string{plannerToken: "https://planner.example"}}
+	r.gw, err = New(ctx, c, r.res, slog.New(slog.NewTextHandler(r.logs, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -568,5 +571,105 @@ func TestMCPGatewayCallerGoesAway(t *testing.T) {
 	}
 	if n, s := r.tools.runs.Load(), r.tools.stopped.Load(); n != 1 || s != 0 {
 		t.Fatalf("the tool ran %d times, was stopped %d times", n, s)
+	}
+}
+
+// TestMCPGatewayReplicas (SPEC.md section 6: "Several gateways on one
+// PostgreSQL store behave as one delegate"): two gateways on one
+// database behind one address that sends each request to the next
+// replica (no sticky sessions; the MCP session is the upstream's). The
+// same offer sent twice at once runs the tool once; retransmissions,
+// which reach both replicas, get the identical status octets.
+func TestMCPGatewayReplicas(t *testing.T) {
+	dsn := postgresDatabase(t)
+	r := newMCPRig(t, "without_handoff: reject") // its upstream, keys and planner; its own gateway is not used
+	ctx := context.Background()
+	pre, err := postgres.Open(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := pre.Forget(ctx, time.Now().Add(-time.Minute)); err != nil { // see backdatedSQLite
+		t.Fatal(err)
+	}
+	pre.Close()
+	var gws []*Server
+	for i := range 2 {
+		c := *r.gw.cfg.Load()
+		c.Store = dsn
+		gw, err := New(ctx, &c, r.res, slog.New(slog.NewTextHandler(r.logs, nil)).With("replica", i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		gws = append(gws, gw)
+	}
+	var next atomic.Int32
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		gws[int(next.Add(1))%2].Handler().ServeHTTP(w, req)
+	}))
+	t.Cleanup(func() {
+		front.Close()
+		for _, gw := range gws {
+			gw.Drain(ctx)
+			gw.Close()
+		}
+	})
+	r.url = front.URL + "/tools"
+	hc, cs := r.connect(t, plannerToken, nil)
+	h, hop := r.offer(t, cs, "run the tests once")
+	v, err := mcphandoff.HandoffValue(h, handoff.JSON)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	results := make([]*mcp.CallToolResult, 2)
+	errs := make([]error, 2)
+	for i := range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if i == 0 {
+				// Through the handoff client, so that it may ask again.
+				var rep *mcphandoff.Reply
+				if rep, errs[i] = hc.Call(ctx, cs, call("ok"), h); rep != nil {
+					results[i] = rep.Result
+				}
+				return
+			}
+			p := call("ok")
+			p.Meta = mcp.Meta{mcphandoff.Key: v}
+			results[i], errs[i] = cs.CallTool(ctx, p)
+		}()
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("call %d: %v", i, err)
+		}
+	}
+	if n := r.tools.runs.Load(); n != 1 {
+		t.Fatalf("the same offer through two replicas ran the tool %d times", n)
+	}
+	for _, gw := range gws {
+		if err := gw.Drain(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var final []byte
+	for i := range 6 {
+		rep, err := hc.Ask(ctx, cs, hop)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rep.Status == nil || rep.State != handoff.StateCompleted {
+			t.Fatalf("retransmission %d: state %q, status %v", i, rep.State, rep.Status)
+		}
+		if final == nil {
+			final = rep.Status.Octets
+		} else if !bytes.Equal(final, rep.Status.Octets) {
+			t.Fatalf("retransmission %d: other octets than the recorded status", i)
+		}
+	}
+	if n := r.tools.runs.Load(); n != 1 {
+		t.Fatalf("the tool ran %d times", n)
 	}
 }
