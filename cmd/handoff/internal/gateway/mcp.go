@@ -13,6 +13,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httputil"
+	"net/netip"
 	"net/url"
 	"strings"
 	"sync"
@@ -161,6 +162,15 @@ type rpcMessage struct {
 }
 
 func (m *mcpRoute) serve(w http.ResponseWriter, req *http.Request) {
+	// DNS rebinding protection (MCP's security best practices), as the
+	// go-sdk's streamable handler has it: a request that reached a
+	// loopback address with a Host that is not loopback is refused.
+	// Behind the gateway the upstream sees the gateway's Host, never the
+	// caller's, so its own check cannot catch what this one does.
+	if la, ok := req.Context().Value(http.LocalAddrContextKey).(net.Addr); ok && la != nil && isLoopback(la.String()) && !isLoopback(req.Host) {
+		http.Error(w, fmt.Sprintf("Forbidden: the Host header %q is not a loopback name, on a loopback address (DNS rebinding protection)", req.Host), http.StatusForbidden)
+		return
+	}
 	if req.Method != http.MethodPost {
 		m.pass.ServeHTTP(w, req)
 		return
@@ -861,6 +871,20 @@ func shortJSON(v json.RawMessage) string {
 		return string(v[:32]) + "..."
 	}
 	return string(v)
+}
+
+// isLoopback says whether a host or host:port names the loopback
+// interface: localhost, or a loopback IP.
+func isLoopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		host = strings.Trim(addr, "[]")
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.IsLoopback()
 }
 
 // hopByHop are the headers a proxy does not pass on (RFC 9110 7.6.1),
