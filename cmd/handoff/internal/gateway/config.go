@@ -45,6 +45,7 @@ type Config struct {
 	// RecoverOnStart: flag the hops cut off by the last stop (see New).
 	RecoverOnStart bool
 	Inbound        Inbound
+	TLS            TLS // zero: plain HTTP
 	Policy         Policy
 	Routes         []Route
 
@@ -61,6 +62,15 @@ type Identity struct {
 // Inbound says how callers are authenticated.
 type Inbound struct {
 	BearerTokensFile string // "" for none: no caller is authenticated
+	// ClientCertsFile maps a name of a verified TLS client certificate
+	// to an AgentId ("" for none); it needs TLS.ClientCAFile.
+	ClientCertsFile string
+}
+
+// TLS is the listener's TLS: its certificate, and the CAs client
+// certificates are verified against ("" for none asked).
+type TLS struct {
+	CertFile, KeyFile, ClientCAFile string
 }
 
 // Policy is the receiving checks' local policy; its zero values are D4's
@@ -365,7 +375,7 @@ func validate(doc any, lines lineMap) Problems {
 // key pasted where its file or variable name belongs), so that errors
 // never quote it.
 func secretPath(path string) bool {
-	return path == "store" || strings.HasPrefix(path, "identity.") || strings.HasPrefix(path, "inbound.") ||
+	return path == "store" || strings.HasPrefix(path, "identity.") || strings.HasPrefix(path, "inbound.") || strings.HasPrefix(path, "tls.") ||
 		strings.HasPrefix(path, "routes[") && strings.HasSuffix(path, ".upstream")
 }
 
@@ -460,6 +470,13 @@ func build(m map[string]any, lines lineMap, dir string) (*Config, error) {
 
 	if in, ok := m["inbound"].(map[string]any); ok {
 		c.Inbound.BearerTokensFile = file(str(in, "bearer_tokens_file"))
+		c.Inbound.ClientCertsFile = file(str(in, "client_certs_file"))
+	}
+	if t, ok := m["tls"].(map[string]any); ok {
+		c.TLS = TLS{CertFile: file(str(t, "cert_file")), KeyFile: file(str(t, "key_file")), ClientCAFile: file(str(t, "client_ca_file"))}
+	}
+	if c.Inbound.ClientCertsFile != "" && c.TLS.ClientCAFile == "" {
+		fail("inbound.client_certs_file", "needs tls.client_ca_file: a client certificate identifies a caller only once it is verified")
 	}
 
 	if pol, ok := m["policy"].(map[string]any); ok {
@@ -584,7 +601,13 @@ func (c *Config) Redacted() ([]byte, error) {
 		Recover   bool   `json:"recover_on_start"`
 		Inbound   struct {
 			BearerTokensFile string `json:"bearer_tokens_file,omitempty"`
+			ClientCertsFile  string `json:"client_certs_file,omitempty"`
 		} `json:"inbound"`
+		TLS *struct {
+			CertFile     string `json:"cert_file"`
+			KeyFile      string `json:"key_file"`
+			ClientCAFile string `json:"client_ca_file,omitempty"`
+		} `json:"tls,omitempty"`
 		Policy struct {
 			Skew             string `json:"skew"`
 			MaxLifetime      string `json:"max_lifetime"`
@@ -594,7 +617,14 @@ func (c *Config) Redacted() ([]byte, error) {
 		Routes []route `json:"routes"`
 	}{Listen: c.Listen, Admin: c.Admin, TrustFile: c.TrustFile, Store: store, Recover: c.RecoverOnStart}
 	out.Identity.ID, out.Identity.KeyFile, out.Identity.KeyEnv = c.Identity.ID, c.Identity.KeyFile, c.Identity.KeyEnv
-	out.Inbound.BearerTokensFile = c.Inbound.BearerTokensFile
+	out.Inbound.BearerTokensFile, out.Inbound.ClientCertsFile = c.Inbound.BearerTokensFile, c.Inbound.ClientCertsFile
+	if c.TLS != (TLS{}) {
+		out.TLS = &struct {
+			CertFile     string `json:"cert_file"`
+			KeyFile      string `json:"key_file"`
+			ClientCAFile string `json:"client_ca_file,omitempty"`
+		}{c.TLS.CertFile, c.TLS.KeyFile, c.TLS.ClientCAFile}
+	}
 	o := c.Policy
 	out.Policy.Skew, out.Policy.MaxLifetime = o.EffectiveSkew().String(), o.EffectiveMaxLifetime().String()
 	out.Policy.MaxChain, out.Policy.RequireFullChain = o.EffectiveMaxChain(), o.RequireFullChain

@@ -126,6 +126,10 @@ func TestParseProblems(t *testing.T) {
 			[]string{"routes[0].upstream (line 19): "}},
 		{"unknown protocol", "protocol: a2a", "protocol: grpc",
 			[]string{"routes[0].protocol (line 17): "}},
+		{"client certificates without a CA", "inbound:\n", "inbound:\n  client_certs_file: certs.json\n",
+			[]string{"inbound.client_certs_file (line 9): needs tls.client_ca_file"}},
+		{"tls without a key", "store: sqlite:state/hops.db", "store: sqlite:state/hops.db\ntls: {cert_file: gw.pem}",
+			[]string{"tls.key_file (line 8): missing (required)"}},
 		{"duplicate route", "    without_handoff: reject\n", "    without_handoff: reject\n  - name: coder\n    protocol: a2a\n    path: /\n    upstream: http://127.0.0.1:7001/\n",
 			[]string{"routes[1].name (line 21): \"coder\" is also the name of routes[0]", "routes[1].path (line 23): \"/\" is also the path of routes[0]"}},
 		{"no routes", "routes:\n", "routes: []\n#",
@@ -277,7 +281,7 @@ func TestOpen(t *testing.T) {
 func TestSchemaDescribesEveryKey(t *testing.T) {
 	for _, key := range []string{`"listen"`, `"admin"`, `"identity"`, `"key_file"`, `"key_env"`, `"trust_file"`, `"store"`,
 		`"inbound"`, `"bearer_tokens_file"`, `"policy"`, `"skew"`, `"max_lifetime"`, `"max_chain"`, `"require_full_chain"`,
-		`"recover_on_start"`, `"routes"`, `"name"`, `"protocol"`, `"path"`, `"upstream"`, `"without_handoff"`} {
+		`"recover_on_start"`, `"client_certs_file"`, `"tls"`, `"cert_file"`, `"client_ca_file"`, `"routes"`, `"name"`, `"protocol"`, `"path"`, `"upstream"`, `"without_handoff"`} {
 		if !strings.Contains(string(Schema), key+": {\"description\"") && !strings.Contains(string(Schema), key+": {\n      \"description\"") {
 			t.Errorf("the schema does not describe %s", key)
 		}

@@ -234,7 +234,7 @@ func (m *mcpRoute) call(w http.ResponseWriter, req *http.Request, body []byte, m
 	session := req.Header.Get("Mcp-Session-Id")
 	// The record must be complete even if the caller goes away meanwhile.
 	bg := withLogAttrs(context.WithoutCancel(req.Context()), slog.String("protocol", "mcp"), slog.String("tool", tool))
-	a, err := m.d.ReceiveParsed(bg, h, herr, session, m.s.sender(req.Header.Get("Authorization")))
+	a, err := m.d.ReceiveParsed(bg, h, herr, session, m.s.sender(req.Header.Get("Authorization"), clientCert(req)))
 	if a == nil {
 		m.s.log.Error("the hop store failed; nothing was decided", "route", m.cfg.Name, "err", oneLine(err))
 		writeRPCError(w, msg.ID, http.StatusOK, -32603, "handoff gateway: the hop store failed; nothing was decided: ask again")

@@ -173,6 +173,12 @@ func (b tokenTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 // streamable HTTP client and the planner's handoff client.
 func (r *mcpRig) connect(t *testing.T, token string, opts *mcp.ClientOptions) (*mcphandoff.Client, *mcp.ClientSession) {
 	t.Helper()
+	return r.connectWith(t, &http.Client{Transport: tokenTransport{token, http.DefaultTransport}}, opts)
+}
+
+// connectWith is connect over the HTTP client base.
+func (r *mcpRig) connectWith(t *testing.T, base *http.Client, opts *mcp.ClientOptions) (*mcphandoff.Client, *mcp.ClientSession) {
+	t.Helper()
 	hc, err := mcphandoff.NewClient(mcphandoff.ClientConfig{Delegator: r.dl, Encoding: handoff.JSON})
 	if err != nil {
 		t.Fatal(err)
@@ -181,7 +187,6 @@ func (r *mcpRig) connect(t *testing.T, token string, opts *mcp.ClientOptions) (*
 	if err := hc.Attach(cl); err != nil {
 		t.Fatal(err)
 	}
-	base := &http.Client{Transport: tokenTransport{token, http.DefaultTransport}}
 	cs, err := cl.Connect(context.Background(), hc.Transport(&mcp.StreamableClientTransport{Endpoint: r.url, HTTPClient: base}), nil)
 	if err != nil {
 		t.Fatal(err)

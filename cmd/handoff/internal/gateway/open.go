@@ -1,6 +1,8 @@
 package gateway
 
 import (
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -22,6 +24,11 @@ type Resources struct {
 	Keys   *trust.Config
 	// Tokens maps a bearer token to the AgentId it authenticates.
 	Tokens map[string]string
+	// TLS is the listener's TLS configuration (nil: plain HTTP), and
+	// CertIDs maps a name of a verified client certificate to the
+	// AgentId it authenticates (see certSender).
+	TLS     *tls.Config
+	CertIDs map[string]string
 	// Warnings are what works but should not stay so (a secret file
 	// others may read), one line each, naming the key.
 	Warnings []string
@@ -46,7 +53,7 @@ func (c *Config) Open() (*Resources, error) {
 	fail := func(path, format string, args ...any) {
 		ps = append(ps, Problem{Path: path, Line: c.lines[path], Msg: fmt.Sprintf(format, args...)})
 	}
-	res := &Resources{Tokens: map[string]string{}}
+	res := &Resources{Tokens: map[string]string{}, CertIDs: map[string]string{}}
 
 	var jwk []byte
 	keyAt := "identity.key_file"
@@ -104,6 +111,57 @@ func (c *Config) Open() (*Resources, error) {
 			if len(ps) == 0 {
 				res.Tokens = m
 			}
+		}
+	}
+	if c.TLS != (TLS{}) {
+		res.warnOpen("tls.key_file", c.TLS.KeyFile)
+		certPEM, err := readBounded(c.TLS.CertFile, maxSecretFile)
+		if err != nil {
+			fail("tls.cert_file", "%v", err)
+		}
+		keyPEM, kerr := readBounded(c.TLS.KeyFile, maxSecretFile)
+		if kerr != nil {
+			fail("tls.key_file", "%v", kerr)
+		}
+		if err == nil && kerr == nil {
+			if pair, err := tls.X509KeyPair(certPEM, keyPEM); err != nil {
+				// The error may quote neither: crypto/tls names the PEM
+				// block types, never key material.
+				fail("tls.cert_file", "the certificate and tls.key_file do not make a key pair: %v", err)
+			} else {
+				res.TLS = &tls.Config{Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12}
+			}
+		}
+		if f := c.TLS.ClientCAFile; f != "" {
+			b, err := readBounded(f, maxSecretFile)
+			pool := x509.NewCertPool()
+			switch {
+			case err != nil:
+				fail("tls.client_ca_file", "%v", err)
+			case !pool.AppendCertsFromPEM(b):
+				fail("tls.client_ca_file", "holds no PEM certificate")
+			case res.TLS != nil:
+				// Asked for, verified when given: a caller without one is
+				// only not identified by it.
+				res.TLS.ClientCAs, res.TLS.ClientAuth = pool, tls.VerifyClientCertIfGiven
+			}
+		}
+	}
+	if f := c.Inbound.ClientCertsFile; f != "" {
+		b, err := readBounded(f, maxSecretFile)
+		var m map[string]string
+		switch {
+		case err != nil:
+			fail("inbound.client_certs_file", "%v", err)
+		case json.Unmarshal(b, &m) != nil:
+			fail("inbound.client_certs_file", "not a JSON object of certificate name to AgentId (%s)", jsonWhere(json.Unmarshal(b, &m)))
+		default:
+			for name, id := range m {
+				if name == "" || id == "" {
+					fail("inbound.client_certs_file", "an empty certificate name or AgentId")
+				}
+			}
+			res.CertIDs = m
 		}
 	}
 	if len(ps) > 0 {

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -41,6 +42,9 @@ func Run(ctx context.Context, path string, log *slog.Logger, ready func(listen, 
 	ln, err := net.Listen("tcp", c.Listen)
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
+	}
+	if res.TLS != nil {
+		ln = tls.NewListener(ln, res.TLS)
 	}
 	// ReadTimeout bounds reading a request, its body included (a caller
 	// that trickles a body holds no connection for long); it does not

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -41,9 +42,10 @@ type Server struct {
 
 	// What a reload (SIGHUP) may change while running: the trust file
 	// and the bearer tokens. Every other key needs a restart.
-	cfg    atomic.Pointer[Config]
-	keys   atomic.Pointer[trust.Config]
-	tokens atomic.Pointer[map[string]string]
+	cfg     atomic.Pointer[Config]
+	keys    atomic.Pointer[trust.Config]
+	tokens  atomic.Pointer[map[string]string]
+	certIDs atomic.Pointer[map[string]string]
 
 	routes   []*route
 	handler  http.Handler
@@ -76,6 +78,7 @@ func New(ctx context.Context, c *Config, res *Resources, log *slog.Logger) (*Ser
 	s.cfg.Store(c)
 	s.keys.Store(res.Keys)
 	s.tokens.Store(&res.Tokens)
+	s.certIDs.Store(&res.CertIDs)
 	s.metrics = newMetrics(s.reg)
 	s.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 
@@ -105,7 +108,7 @@ func New(ctx context.Context, c *Config, res *Resources, log *slog.Logger) (*Ser
 			mux.Handle(strings.TrimSuffix(rc.Path, "/"), h)
 		}
 	}
-	s.handler = mux
+	s.handler = withClientCert(mux)
 	if c.RecoverOnStart && len(s.routes) > 0 {
 		// The store is shared by every route: one delegate's Recover
 		// looks at all of its hops.
@@ -235,24 +238,88 @@ type bearerAuth struct {
 }
 
 func (b bearerAuth) Before(ctx context.Context, cc *a2asrv.CallContext, _ *a2asrv.Request) (context.Context, error) {
-	v, ok := cc.RequestMeta().Get("authorization")
-	if !ok || len(v) != 1 {
-		return ctx, nil
+	auth := ""
+	if v, ok := cc.RequestMeta().Get("authorization"); ok && len(v) == 1 {
+		auth = v[0]
 	}
-	if id := b.s.sender(v[0]); id != "" {
+	cert, _ := ctx.Value(certKey{}).(*x509.Certificate)
+	if id := b.s.sender(auth, cert); id != "" {
 		cc.User = &a2asrv.AuthenticatedUser{UserName: id}
 	}
 	return ctx, nil
 }
 
-// sender is the AgentId an Authorization header's bearer token
-// authenticates (inbound.bearer_tokens_file), "" for none.
-func (s *Server) sender(authorization string) string {
-	tok, ok := strings.CutPrefix(authorization, "Bearer ")
-	if !ok || tok == "" {
+// certKey keys a request's verified TLS client certificate in its
+// context (withClientCert), for the a2a routes' interceptor, which sees
+// the context but not the request.
+type certKey struct{}
+
+// withClientCert puts the request's verified client certificate, if
+// any, in its context.
+func withClientCert(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if c := clientCert(req); c != nil {
+			req = req.WithContext(context.WithValue(req.Context(), certKey{}, c))
+		}
+		h.ServeHTTP(w, req)
+	})
+}
+
+// clientCert is the request's client certificate once TLS verified it
+// against tls.client_ca_file, nil for none.
+func clientCert(req *http.Request) *x509.Certificate {
+	if req.TLS == nil || len(req.TLS.VerifiedChains) == 0 || len(req.TLS.VerifiedChains[0]) == 0 {
+		return nil
+	}
+	return req.TLS.VerifiedChains[0][0]
+}
+
+// sender is the AgentId the caller is authenticated as, "" for none:
+// by its bearer token (inbound.bearer_tokens_file) and by its verified
+// client certificate (inbound.client_certs_file). When both identify
+// the caller, as two AgentIds, it is neither (fail safe: whom to resend
+// a status to must not be in doubt).
+func (s *Server) sender(authorization string, cert *x509.Certificate) string {
+	byToken := ""
+	if tok, ok := strings.CutPrefix(authorization, "Bearer "); ok && tok != "" {
+		byToken = (*s.tokens.Load())[tok]
+	}
+	byCert := certSender(*s.certIDs.Load(), cert)
+	switch {
+	case byToken == "":
+		return byCert
+	case byCert == "" || byCert == byToken:
+		return byToken
+	}
+	return ""
+}
+
+// certSender maps a verified certificate to an AgentId by its names: its
+// URI SANs, DNS SANs and subject CN, each looked up in ids. Names that
+// map to two AgentIds identify no one.
+func certSender(ids map[string]string, cert *x509.Certificate) string {
+	if cert == nil || len(ids) == 0 {
 		return ""
 	}
-	return (*s.tokens.Load())[tok]
+	names := append([]string(nil), cert.DNSNames...)
+	for _, u := range cert.URIs {
+		names = append(names, u.String())
+	}
+	if cert.Subject.CommonName != "" {
+		names = append(names, cert.Subject.CommonName)
+	}
+	found := ""
+	for _, n := range names {
+		id, ok := ids[n]
+		switch {
+		case !ok:
+		case found == "":
+			found = id
+		case found != id:
+			return ""
+		}
+	}
+	return found
 }
 
 // cardCache is the upstream's agent card, read again when it is older
@@ -388,6 +455,7 @@ func (s *Server) Reload(path string) error {
 	}
 	s.keys.Store(res.Keys)
 	s.tokens.Store(&res.Tokens)
+	s.certIDs.Store(&res.CertIDs)
 	keep := *old
 	keep.TrustFile, keep.Inbound = c.TrustFile, c.Inbound
 	s.cfg.Store(&keep)
@@ -408,6 +476,9 @@ func restartKeys(old, c *Config) []string {
 	}
 	if old.Identity != c.Identity {
 		ks = append(ks, "identity")
+	}
+	if old.TLS != c.TLS {
+		ks = append(ks, "tls")
 	}
 	if old.Store != c.Store {
 		ks = append(ks, "store")
