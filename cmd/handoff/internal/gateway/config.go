@@ -65,6 +65,18 @@ type Inbound struct {
 	// ClientCertsFile maps a name of a verified TLS client certificate
 	// to an AgentId ("" for none); it needs TLS.ClientCAFile.
 	ClientCertsFile string
+	JWT             InboundJWT // zero: none
+}
+
+// InboundJWT authenticates callers by a bearer JWT an identity provider
+// signed (jwt.go): checked against the provider's JWKS (JWKSFile or
+// JWKSURL), its Issuer and Audience, and mapped from its Claim to an
+// AgentId by AgentsFile ({"<claim value>": "<AgentId>"}).
+type InboundJWT struct {
+	JWKSFile, JWKSURL string
+	Issuer, Audience  string // Audience: identity.id unless given
+	Claim             string // "sub" unless given
+	AgentsFile        string
 }
 
 // TLS is the listener's TLS: its certificate, and the CAs client
@@ -471,6 +483,31 @@ func build(m map[string]any, lines lineMap, dir string) (*Config, error) {
 	if in, ok := m["inbound"].(map[string]any); ok {
 		c.Inbound.BearerTokensFile = file(str(in, "bearer_tokens_file"))
 		c.Inbound.ClientCertsFile = file(str(in, "client_certs_file"))
+		if j, ok := in["jwt"].(map[string]any); ok {
+			c.Inbound.JWT = InboundJWT{JWKSFile: file(str(j, "jwks_file")), JWKSURL: str(j, "jwks_url"), Issuer: str(j, "issuer"),
+				Audience: str(j, "audience"), Claim: str(j, "claim"), AgentsFile: file(str(j, "agents_file"))}
+			if c.Inbound.JWT.Audience == "" {
+				c.Inbound.JWT.Audience = c.Identity.ID
+			}
+			if c.Inbound.JWT.Claim == "" {
+				c.Inbound.JWT.Claim = "sub"
+			}
+			switch u := c.Inbound.JWT.JWKSURL; {
+			case (u == "") == (c.Inbound.JWT.JWKSFile == ""):
+				fail("inbound.jwt", "give the provider's keys as jwks_file or jwks_url (one of them)")
+			case u != "":
+				pu, err := url.Parse(u)
+				switch {
+				case err != nil || pu.Host == "" || pu.Scheme != "https" && pu.Scheme != "http":
+					fail("inbound.jwt.jwks_url", "not an http(s) URL")
+				case pu.Scheme == "http" && !isLoopback(pu.Host):
+					// Keys fetched in the clear could be anyone's.
+					fail("inbound.jwt.jwks_url", "plain http is taken only from a loopback address; use https")
+				case pu.User != nil:
+					fail("inbound.jwt.jwks_url", "holds credentials; the provider's keys are public")
+				}
+			}
+		}
 	}
 	if t, ok := m["tls"].(map[string]any); ok {
 		c.TLS = TLS{CertFile: file(str(t, "cert_file")), KeyFile: file(str(t, "key_file")), ClientCAFile: file(str(t, "client_ca_file"))}
@@ -602,6 +639,14 @@ func (c *Config) Redacted() ([]byte, error) {
 		Inbound   struct {
 			BearerTokensFile string `json:"bearer_tokens_file,omitempty"`
 			ClientCertsFile  string `json:"client_certs_file,omitempty"`
+			JWT              *struct {
+				JWKSFile   string `json:"jwks_file,omitempty"`
+				JWKSURL    string `json:"jwks_url,omitempty"`
+				Issuer     string `json:"issuer"`
+				Audience   string `json:"audience"`
+				Claim      string `json:"claim"`
+				AgentsFile string `json:"agents_file"`
+			} `json:"jwt,omitempty"`
 		} `json:"inbound"`
 		TLS *struct {
 			CertFile     string `json:"cert_file"`
@@ -618,6 +663,16 @@ func (c *Config) Redacted() ([]byte, error) {
 	}{Listen: c.Listen, Admin: c.Admin, TrustFile: c.TrustFile, Store: store, Recover: c.RecoverOnStart}
 	out.Identity.ID, out.Identity.KeyFile, out.Identity.KeyEnv = c.Identity.ID, c.Identity.KeyFile, c.Identity.KeyEnv
 	out.Inbound.BearerTokensFile, out.Inbound.ClientCertsFile = c.Inbound.BearerTokensFile, c.Inbound.ClientCertsFile
+	if j := c.Inbound.JWT; j != (InboundJWT{}) {
+		out.Inbound.JWT = &struct {
+			JWKSFile   string `json:"jwks_file,omitempty"`
+			JWKSURL    string `json:"jwks_url,omitempty"`
+			Issuer     string `json:"issuer"`
+			Audience   string `json:"audience"`
+			Claim      string `json:"claim"`
+			AgentsFile string `json:"agents_file"`
+		}{j.JWKSFile, j.JWKSURL, j.Issuer, j.Audience, j.Claim, j.AgentsFile}
+	}
 	if c.TLS != (TLS{}) {
 		out.TLS = &struct {
 			CertFile     string `json:"cert_file"`

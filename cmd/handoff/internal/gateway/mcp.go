@@ -324,7 +324,7 @@ func (m *mcpRoute) call(w http.ResponseWriter, req *http.Request, msg rpcMessage
 	h, herr := handoff.ParseHandoff(b, handoff.DefaultLimits())
 	// The record must be complete even if the caller goes away meanwhile.
 	bg := withLogAttrs(context.WithoutCancel(req.Context()), slog.String("protocol", "mcp"), slog.String("tool", p.Name))
-	a, err := m.d.ReceiveParsed(bg, h, herr, session, m.s.sender(req.Header.Get("Authorization"), clientCert(req)))
+	a, err := m.d.ReceiveParsed(bg, h, herr, session, m.s.sender(bg, req.Header.Get("Authorization"), clientCert(req)))
 	if a == nil {
 		m.s.log.Error("the hop store failed; nothing was decided", "route", m.cfg.Name, "err", oneLine(err))
 		writeRPCError(w, msg.ID, http.StatusOK, -32603, "handoff gateway: the hop store failed; nothing was decided: ask again")

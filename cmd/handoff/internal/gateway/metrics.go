@@ -33,6 +33,8 @@ type metrics struct {
 	// signed cancels taken.
 	outcomes *prometheus.CounterVec // route, outcome
 	cancels  *prometheus.CounterVec // route, result
+
+	jwts *prometheus.CounterVec // result: bearer JWTs checked (inbound.jwt)
 }
 
 func newMetrics(reg *prometheus.Registry) *metrics {
@@ -80,6 +82,10 @@ func newMetrics(reg *prometheus.Registry) *metrics {
 			Name: "handoff_gateway_cancels_total",
 			Help: "Signed cancels taken on mcp routes, by route and result: applied (verified and recorded), or refused.",
 		}, []string{"route", "result"}),
+		jwts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "handoff_gateway_inbound_jwts_total",
+			Help: "Bearer JWTs checked (inbound.jwt), by result: ok (the caller is identified), or refused (it identifies no one; the log says why).",
+		}, []string{"result"}),
 	}
 	version := "(devel)"
 	if bi, ok := debug.ReadBuildInfo(); ok {
@@ -93,7 +99,7 @@ func newMetrics(reg *prometheus.Registry) *metrics {
 	build.Set(1)
 	m.configValid.Set(1)
 	reg.MustRegister(m.requests, m.latency, m.reloads, m.configValid, build, m.answers, m.retransmits, m.checkLatency, m.chainLength,
-		m.outcomes, m.cancels)
+		m.outcomes, m.cancels, m.jwts)
 	return m
 }
 

@@ -7,9 +7,12 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"log/slog"
+	"net/http"
 	"os"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
@@ -29,6 +32,8 @@ type Resources struct {
 	// AgentId it authenticates (see certSender).
 	TLS     *tls.Config
 	CertIDs map[string]string
+	// JWT checks bearer JWTs (nil: inbound.jwt is not configured).
+	JWT *jwtVerifier
 	// Warnings are what works but should not stay so (a secret file
 	// others may read), one line each, naming the key.
 	Warnings []string
@@ -164,11 +169,52 @@ func (c *Config) Open() (*Resources, error) {
 			res.CertIDs = m
 		}
 	}
+	if j := c.Inbound.JWT; j != (InboundJWT{}) {
+		v, at, err := newJWTVerifier(j, c.Policy.EffectiveSkew())
+		if err != nil {
+			fail(at, "%v", err)
+		}
+		res.JWT = v
+	}
 	if len(ps) > 0 {
 		ps = sortProblems(ps)
 		return nil, ps
 	}
 	return res, nil
+}
+
+// newJWTVerifier reads inbound.jwt's files; an error names the key at
+// fault.
+func newJWTVerifier(j InboundJWT, skew time.Duration) (v *jwtVerifier, at string, err error) {
+	v = &jwtVerifier{cfg: j, skew: skew, log: slog.New(slog.DiscardHandler),
+		hc: &http.Client{Timeout: jwksFetchTime, CheckRedirect: func(req *http.Request, via []*http.Request) error {
+			if req.URL.Scheme != "https" && !isLoopback(req.URL.Host) || len(via) >= 5 {
+				return fmt.Errorf("inbound.jwt.jwks_url: a redirect to %s is not followed (https only, at most 5)", req.URL.Redacted())
+			}
+			return nil
+		}}}
+	b, err := readBounded(j.AgentsFile, maxSecretFile)
+	if err != nil {
+		return nil, "inbound.jwt.agents_file", err
+	}
+	if err := json.Unmarshal(b, &v.agents); err != nil {
+		return nil, "inbound.jwt.agents_file", fmt.Errorf("not a JSON object of %s claim value to AgentId (%s)", j.Claim, jsonWhere(err))
+	}
+	for name, id := range v.agents {
+		if name == "" || id == "" {
+			return nil, "inbound.jwt.agents_file", errors.New("an empty claim value or AgentId")
+		}
+	}
+	if j.JWKSFile != "" {
+		b, err := readBounded(j.JWKSFile, maxJWKS)
+		if err == nil {
+			v.keys, err = parseJWKS(b)
+		}
+		if err != nil {
+			return nil, "inbound.jwt.jwks_file", err
+		}
+	}
+	return v, "", nil
 }
 
 // jsonWhere is where a JSON error is, without the values it may quote.

@@ -41,11 +41,13 @@ type Server struct {
 	metrics *metrics
 
 	// What a reload (SIGHUP) may change while running: the trust file
-	// and the bearer tokens. Every other key needs a restart.
+	// and inbound (tokens, certificate names, JWT). Every other key
+	// needs a restart.
 	cfg     atomic.Pointer[Config]
 	keys    atomic.Pointer[trust.Config]
 	tokens  atomic.Pointer[map[string]string]
 	certIDs atomic.Pointer[map[string]string]
+	jwt     atomic.Pointer[jwtVerifier] // nil: no inbound.jwt
 
 	routes   []*route
 	handler  http.Handler
@@ -79,6 +81,7 @@ func New(ctx context.Context, c *Config, res *Resources, log *slog.Logger) (*Ser
 	s.keys.Store(res.Keys)
 	s.tokens.Store(&res.Tokens)
 	s.certIDs.Store(&res.CertIDs)
+	s.setJWT(res.JWT)
 	s.metrics = newMetrics(s.reg)
 	s.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 
@@ -243,7 +246,7 @@ func (b bearerAuth) Before(ctx context.Context, cc *a2asrv.CallContext, _ *a2asr
 		auth = v[0]
 	}
 	cert, _ := ctx.Value(certKey{}).(*x509.Certificate)
-	if id := b.s.sender(auth, cert); id != "" {
+	if id := b.s.sender(ctx, auth, cert); id != "" {
 		cc.User = &a2asrv.AuthenticatedUser{UserName: id}
 	}
 	return ctx, nil
@@ -275,14 +278,25 @@ func clientCert(req *http.Request) *x509.Certificate {
 }
 
 // sender is the AgentId the caller is authenticated as, "" for none:
-// by its bearer token (inbound.bearer_tokens_file) and by its verified
-// client certificate (inbound.client_certs_file). When both identify
+// by its bearer token (inbound.bearer_tokens_file, or a JWT checked as
+// inbound.jwt says) and by its verified client certificate
+// (inbound.client_certs_file). When both identify
 // the caller, as two AgentIds, it is neither (fail safe: whom to resend
 // a status to must not be in doubt).
-func (s *Server) sender(authorization string, cert *x509.Certificate) string {
+func (s *Server) sender(ctx context.Context, authorization string, cert *x509.Certificate) string {
 	byToken := ""
 	if tok, ok := strings.CutPrefix(authorization, "Bearer "); ok && tok != "" {
 		byToken = (*s.tokens.Load())[tok]
+		if v := s.jwt.Load(); byToken == "" && v != nil && strings.Count(tok, ".") == 2 {
+			id, err := v.agent(ctx, tok, time.Now())
+			if err != nil {
+				s.metrics.jwts.WithLabelValues("refused").Inc()
+				s.log.Warn("a bearer JWT identifies no one", "why", oneLine(err))
+			} else {
+				s.metrics.jwts.WithLabelValues("ok").Inc()
+			}
+			byToken = id
+		}
 	}
 	byCert := certSender(*s.certIDs.Load(), cert)
 	switch {
@@ -292,6 +306,14 @@ func (s *Server) sender(authorization string, cert *x509.Certificate) string {
 		return byToken
 	}
 	return ""
+}
+
+// setJWT puts v (nil: none) in use, logging to the gateway's log.
+func (s *Server) setJWT(v *jwtVerifier) {
+	if v != nil {
+		v.log = s.log
+	}
+	s.jwt.Store(v)
 }
 
 // certSender maps a verified certificate to an AgentId by its names: its
@@ -456,6 +478,7 @@ func (s *Server) Reload(path string) error {
 	s.keys.Store(res.Keys)
 	s.tokens.Store(&res.Tokens)
 	s.certIDs.Store(&res.CertIDs)
+	s.setJWT(res.JWT)
 	keep := *old
 	keep.TrustFile, keep.Inbound = c.TrustFile, c.Inbound
 	s.cfg.Store(&keep)
