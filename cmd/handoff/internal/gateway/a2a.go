@@ -14,6 +14,7 @@ import (
 	"github.com/a2aproject/a2a-go/a2aclient"
 	"github.com/a2aproject/a2a-go/a2asrv"
 	"github.com/a2aproject/a2a-go/a2asrv/eventqueue"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/quantumlearningmachines/handoff"
 	"github.com/quantumlearningmachines/handoff/a2ahandoff"
@@ -49,6 +50,8 @@ type upstreamA2A struct {
 	// hops stay as recorded: accepted, the outcome unknown).
 	life  context.Context
 	abort context.CancelFunc
+
+	took prometheus.Observer // the exchanges' time (nil: not observed)
 }
 
 func newUpstreamA2A(route string, client *a2aclient.Client, log *slog.Logger) *upstreamA2A {
@@ -97,7 +100,23 @@ func (u *upstreamA2A) Execute(ctx context.Context, rc *a2asrv.RequestContext, q 
 	hop := a2ahandoff.HopFrom(ctx)
 	u.began(rc.TaskID, hop)
 	e := &exchange{u: u, rc: rc, q: q, ctx: ctx, hop: hop}
+	start := time.Now()
 	defer func() {
+		took := time.Since(start)
+		if u.took != nil {
+			u.took.Observe(took.Seconds())
+		}
+		// One line per exchange with the upstream: what became of the
+		// task, with the A2A fields an operator looks for.
+		attrs := []any{"route", u.route, "protocol", "a2a", "task", string(rc.TaskID), "context_id", rc.ContextID,
+			"task_state", string(e.last), "took", took}
+		if hop != nil {
+			attrs = append(attrs, "iss", hop.Iss, "hop", hop.ID)
+		}
+		if err != nil {
+			attrs = append(attrs, "err", oneLine(err))
+		}
+		u.log.Info("upstream task", attrs...)
 		u.ended(rc.TaskID)
 		// Only a task waiting for its caller may be continued or canceled
 		// later; every other end leaves nothing to map.

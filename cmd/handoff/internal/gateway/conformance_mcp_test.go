@@ -120,7 +120,7 @@ func runConformance(t *testing.T, kit, url string) map[string]string {
 	cmd := exec.CommandContext(ctx, filepath.Join(kit, "node", "bin", "node"),
 		filepath.Join(kit, "kit", "node_modules", "@modelcontextprotocol", "conformance", "dist", "index.js"),
 		"server", "--url", url, "-o", out)
-	cmd.Env = append(os.Environ(), "PATH="+filepath.Join(kit, "node", "bin")+string(os.PathListSeparator)+os.Getenv("PATH"))
+	cmd.Env = append(nodeEnv(), "PATH="+filepath.Join(kit, "node", "bin")+string(os.PathListSeparator)+os.Getenv("PATH"))
 	log, _ := cmd.CombinedOutput() // non-zero when a check fails: the results say which
 	dirs, err := filepath.Glob(filepath.Join(out, "server-*", "checks.json"))
 	if err != nil || len(dirs) == 0 {
@@ -191,7 +191,7 @@ func conformanceKit(t *testing.T) string {
 	node := filepath.Join(tmp, "node", "bin", "node")
 	install := exec.Command(node, filepath.Join(tmp, "npm", "bin", "npm-cli.js"), "install", "--no-audit", "--no-fund", "--no-save",
 		"--prefix", filepath.Join(tmp, "kit"), "--registry", registry, "@modelcontextprotocol/conformance@"+conformanceVersion)
-	install.Env = append(os.Environ(), "PATH="+filepath.Dir(node)+string(os.PathListSeparator)+os.Getenv("PATH"))
+	install.Env = append(nodeEnv(), "PATH="+filepath.Dir(node)+string(os.PathListSeparator)+os.Getenv("PATH"))
 	if out, err := install.CombinedOutput(); err != nil {
 		unavailable("installing the conformance suite with npm: %v\n%s", err, out)
 	}
@@ -220,6 +220,22 @@ func firstNonEmpty(ss ...string) string {
 		}
 	}
 	return ""
+}
+
+// nodeEnv is the environment for node and npm: Node.js trusts only the
+// CAs it bundles, so the system's are added (a network whose TLS goes
+// through a proxy with its own CA, which Go trusts from the system
+// store, would fail npm otherwise).
+func nodeEnv() []string {
+	env := os.Environ()
+	if os.Getenv("NODE_EXTRA_CA_CERTS") == "" {
+		for _, f := range []string{"/etc/ssl/certs/ca-certificates.crt", "/etc/pki/tls/certs/ca-bundle.crt"} {
+			if _, err := os.Stat(f); err == nil {
+				return append(env, "NODE_EXTRA_CA_CERTS="+f)
+			}
+		}
+	}
+	return env
 }
 
 // fetchPackage unpacks an npm package tarball (its files under

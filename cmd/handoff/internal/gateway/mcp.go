@@ -162,6 +162,7 @@ func (m *mcpRoute) serve(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 	if req.Method != http.MethodPost {
+		noteMethod(req.Context(), map[string]string{http.MethodGet: "stream", http.MethodDelete: "session/end"}[req.Method])
 		m.pass.ServeHTTP(w, req)
 		return
 	}
@@ -186,6 +187,7 @@ func (m *mcpRoute) serve(w http.ResponseWriter, req *http.Request) {
 	replay := func() { req.Body = io.NopCloser(bytes.NewReader(body)); m.pass.ServeHTTP(w, req) }
 	session := req.Header.Get("Mcp-Session-Id")
 	if t := bytes.TrimLeft(body, " \t\r\n"); len(t) > 0 && t[0] == '[' {
+		noteMethod(req.Context(), "batch")
 		m.batch(w, body, session, replay)
 		return
 	}
@@ -194,6 +196,7 @@ func (m *mcpRoute) serve(w http.ResponseWriter, req *http.Request) {
 		writeRPCError(w, nil, http.StatusBadRequest, -32600, "handoff gateway: "+err.Error())
 		return
 	}
+	noteMethod(req.Context(), mcpMethodLabel(msg.Method))
 	switch m.classify(msg, p, session) {
 	case mcpCallWithHandoff:
 		if len(msg.ID) == 0 {

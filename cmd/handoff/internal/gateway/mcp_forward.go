@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/quantumlearningmachines/handoff"
 	"github.com/quantumlearningmachines/handoff/delegate"
@@ -51,6 +52,10 @@ func (m *mcpRoute) forward(w http.ResponseWriter, req *http.Request, body []byte
 		return
 	}
 	copyHeaders(out.Header, req.Header)
+	start := time.Now()
+	defer func() {
+		m.s.metrics.upstreamLatency.WithLabelValues(m.cfg.Name, "mcp").Observe(time.Since(start).Seconds())
+	}()
 	resp, err := m.hc.Do(out)
 	if err != nil {
 		m.unreachable(ctx, w, c, err)
@@ -177,6 +182,7 @@ func (m *mcpRoute) settle(ctx context.Context, c *mcpCall, r rpcMessage) []byte 
 	case json.Unmarshal(r.Result, &res) != nil || res == nil:
 		res = toolResult(nil, true, "the upstream's result is not a JSON object")
 		m.unknown(ctx, c, "the upstream's result for the call is not a JSON object")
+		noteFailed(ctx)
 		return rpcResponse(c.id, withStatus(res, c.accepted))
 	default:
 		_ = json.Unmarshal(res["isError"], &isError)
@@ -202,7 +208,11 @@ func (m *mcpRoute) settle(ctx context.Context, c *mcpCall, r rpcMessage) []byte 
 	if st != nil && st != c.accepted {
 		m.keep(c.k, res)
 	}
-	return rpcResponse(c.id, withStatus(res, st))
+	out := withStatus(res, st)
+	if string(out["isError"]) == "true" {
+		noteFailed(ctx) // the answer may go in a stream, which the metric does not read
+	}
+	return rpcResponse(c.id, out)
 }
 
 // preExecution: JSON-RPC's parse error, invalid request, method not

@@ -3,7 +3,6 @@ package gateway
 import (
 	"context"
 	"log/slog"
-	"net/http"
 	"runtime/debug"
 	"strconv"
 	"time"
@@ -18,7 +17,7 @@ import (
 // metrics are the gateway's Prometheus metrics, all named handoff_gateway_*,
 // with fixed label sets.
 type metrics struct {
-	requests    *prometheus.CounterVec   // route, protocol, code
+	requests    *prometheus.CounterVec   // route, protocol, method, outcome
 	latency     *prometheus.HistogramVec // route, protocol
 	reloads     *prometheus.CounterVec   // result
 	configValid prometheus.Gauge
@@ -35,14 +34,18 @@ type metrics struct {
 	cancels  *prometheus.CounterVec // route, result
 
 	jwts *prometheus.CounterVec // result: bearer JWTs checked (inbound.jwt)
+
+	signed          *prometheus.CounterVec   // state: statuses signed (recorded before sent)
+	storeLatency    *prometheus.HistogramVec // op
+	upstreamLatency *prometheus.HistogramVec // route, protocol
 }
 
 func newMetrics(reg *prometheus.Registry) *metrics {
 	m := &metrics{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "handoff_gateway_requests_total",
-			Help: "Requests on the listen address, by route, protocol and HTTP status code.",
-		}, []string{"route", "protocol", "code"}),
+			Help: "Requests on the listen address, by route, protocol, method (the JSON-RPC method; other for the rest) and outcome: error for HTTP 4xx/5xx, a JSON-RPC error or an MCP isError result; ok otherwise.",
+		}, []string{"route", "protocol", "method", "outcome"}),
 		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "handoff_gateway_request_duration_seconds",
 			Help:    "Time to answer a request (to its last octet for a stream), by route and protocol.",
@@ -86,6 +89,20 @@ func newMetrics(reg *prometheus.Registry) *metrics {
 			Name: "handoff_gateway_inbound_jwts_total",
 			Help: "Bearer JWTs checked (inbound.jwt), by result: ok (the caller is identified), or refused (it identifies no one; the log says why).",
 		}, []string{"result"}),
+		signed: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "handoff_gateway_statuses_signed_total",
+			Help: "Statuses the gateway signed, by state (each is recorded in the store before it is sent).",
+		}, []string{"state"}),
+		storeLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "handoff_gateway_store_duration_seconds",
+			Help:    "Time of the hop store's operations, by operation (claim, get, transition, put_copy, hop_of, mark, raise).",
+			Buckets: prometheus.ExponentialBuckets(0.00005, 2, 16),
+		}, []string{"op"}),
+		upstreamLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "handoff_gateway_upstream_duration_seconds",
+			Help:    "Time of forwarded work with the upstream, from the request sent to its outcome (an A2A task's end or pause, an MCP tool call's response), by route and protocol.",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 20),
+		}, []string{"route", "protocol"}),
 	}
 	version := "(devel)"
 	if bi, ok := debug.ReadBuildInfo(); ok {
@@ -99,7 +116,7 @@ func newMetrics(reg *prometheus.Registry) *metrics {
 	build.Set(1)
 	m.configValid.Set(1)
 	reg.MustRegister(m.requests, m.latency, m.reloads, m.configValid, build, m.answers, m.retransmits, m.checkLatency, m.chainLength,
-		m.outcomes, m.cancels, m.jwts)
+		m.outcomes, m.cancels, m.jwts, m.signed, m.storeLatency, m.upstreamLatency)
 	return m
 }
 
@@ -150,37 +167,6 @@ func logAttrsFrom(ctx context.Context) []slog.Attr {
 	attrs, _ := ctx.Value(logAttrsKey{}).([]slog.Attr)
 	return attrs
 }
-
-// instrument counts and times the requests of route r.
-func (s *Server) instrument(r Route, h http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		start := time.Now()
-		sw := &statusWriter{ResponseWriter: w, code: http.StatusOK}
-		h.ServeHTTP(sw, req)
-		s.metrics.requests.WithLabelValues(r.Name, r.Protocol, strconv.Itoa(sw.code)).Inc()
-		s.metrics.latency.WithLabelValues(r.Name, r.Protocol).Observe(time.Since(start).Seconds())
-	})
-}
-
-// statusWriter notes the status code; it keeps Flush, which server-sent
-// events need event by event.
-type statusWriter struct {
-	http.ResponseWriter
-	code int
-}
-
-func (w *statusWriter) WriteHeader(code int) {
-	w.code = code
-	w.ResponseWriter.WriteHeader(code)
-}
-
-func (w *statusWriter) Flush() {
-	if f, ok := w.ResponseWriter.(http.Flusher); ok {
-		f.Flush()
-	}
-}
-
-func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // hopGauges reads the store at each scrape: the open flags (by kind) and
 // the hops accepted with no outcome yet. Counting reads pages of the

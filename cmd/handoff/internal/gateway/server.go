@@ -32,11 +32,8 @@ import (
 // Server is one gateway: its routes on the listen address, its admin
 // endpoints, one store and one identity for every route.
 type Server struct {
-	log   *slog.Logger
-	store interface {
-		store.Store
-		Close() error
-	}
+	log     *slog.Logger
+	store   store.Store
 	reg     *prometheus.Registry
 	metrics *metrics
 
@@ -85,16 +82,18 @@ func New(ctx context.Context, c *Config, res *Resources, log *slog.Logger) (*Ser
 	s.metrics = newMetrics(s.reg)
 	s.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 
+	var st store.Store
 	var err error
 	switch {
 	case strings.HasPrefix(c.Store, "sqlite:"):
-		s.store, err = sqlite.Open(ctx, strings.TrimPrefix(c.Store, "sqlite:"))
+		st, err = sqlite.Open(ctx, strings.TrimPrefix(c.Store, "sqlite:"))
 	default:
-		s.store, err = postgres.Open(ctx, c.Store)
+		st, err = postgres.Open(ctx, c.Store)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("store: %w", err)
 	}
+	s.store = meteredStore{Store: st, took: s.metrics.storeLatency, signed: s.metrics.signed}
 	mux := http.NewServeMux()
 	for _, rc := range c.Routes {
 		r, err := s.newRoute(ctx, c, res, rc)
@@ -167,6 +166,7 @@ func (s *Server) newRoute(ctx context.Context, c *Config, res *Resources, rc Rou
 			"route", rc.Name, "upstream", base)
 	}
 	up := newUpstreamA2A(rc.Name, client, s.log)
+	up.took = s.metrics.upstreamLatency.WithLabelValues(rc.Name, "a2a")
 	o := c.Policy.Options(c.Identity.ID, liveKeys{s})
 	x, err := a2ahandoff.NewExecutor(ctx, up, a2ahandoff.ServerConfig{
 		Delegate: delegate.Config{Options: o, Store: s.store, Signer: res.Signer, OnAnswer: s.answered(rc.Name, c.Identity.ID),
@@ -222,6 +222,7 @@ func (r *route) handler(s *Server) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		switch req.URL.Path {
 		case a2asrv.WellKnownAgentCardPath, "/.well-known/agent.json":
+			noteMethod(req.Context(), "agent-card")
 			r.serveCard(w, req)
 			return
 		}
@@ -240,7 +241,18 @@ type bearerAuth struct {
 	s *Server
 }
 
-func (b bearerAuth) Before(ctx context.Context, cc *a2asrv.CallContext, _ *a2asrv.Request) (context.Context, error) {
+func (b bearerAuth) Before(ctx context.Context, cc *a2asrv.CallContext, req *a2asrv.Request) (context.Context, error) {
+	// The request's fields for its metric and the log line of its offer.
+	method := a2aMethods[cc.Method()]
+	if method == "" {
+		method = "other"
+	}
+	noteMethod(ctx, method)
+	attrs := []slog.Attr{slog.String("protocol", "a2a"), slog.String("method", method)}
+	if p, ok := req.Payload.(*a2a.MessageSendParams); ok && p != nil && p.Message != nil {
+		attrs = append(attrs, slog.String("context_id", p.Message.ContextID))
+	}
+	ctx = withLogAttrs(ctx, attrs...)
 	auth := ""
 	if v, ok := cc.RequestMeta().Get("authorization"); ok && len(v) == 1 {
 		auth = v[0]
