@@ -112,7 +112,8 @@ func (s *Server) newMCPRoute(ctx context.Context, c *Config, res *Resources, rc 
 	// No response-header timeout: a server that answers a tools/call
 	// with JSON sends its headers when the tool ends, however long it
 	// runs. A hung upstream leaves the hop accepted, as it is.
-	m.hc = &http.Client{Transport: tr}
+	// No redirect is followed: the call would be sent again elsewhere.
+	m.hc = &http.Client{Transport: tr, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	m.pass = &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.Out.URL = m.upstreamURL(pr.In.URL)
@@ -161,9 +162,23 @@ func (m *mcpRoute) serve(w http.ResponseWriter, req *http.Request) {
 		http.Error(w, fmt.Sprintf("Forbidden: the Host header %q is not a loopback name, on a loopback address (DNS rebinding protection)", req.Host), http.StatusForbidden)
 		return
 	}
+	// One session, one protocol version: a request with two could be
+	// checked for one session and run on another.
+	for _, h := range []string{"Mcp-Session-Id", "Mcp-Protocol-Version"} {
+		if len(req.Header.Values(h)) > 1 {
+			http.Error(w, fmt.Sprintf("Bad Request: more than one %s header", h), http.StatusBadRequest)
+			return
+		}
+	}
 	if req.Method != http.MethodPost {
 		noteMethod(req.Context(), map[string]string{http.MethodGet: "stream", http.MethodDelete: "session/end"}[req.Method])
 		m.pass.ServeHTTP(w, req)
+		return
+	}
+	if ce := req.Header.Get("Content-Encoding"); ce != "" && !strings.EqualFold(ce, "identity") {
+		// The gateway reads the body as it comes: an encoded one it
+		// could not judge.
+		http.Error(w, "Unsupported Media Type: a request body with a Content-Encoding is not taken", http.StatusUnsupportedMediaType)
 		return
 	}
 	body, err := io.ReadAll(io.LimitReader(req.Body, mcphandoff.MaxStrictBody+1))

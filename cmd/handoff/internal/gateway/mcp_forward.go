@@ -1,7 +1,6 @@
 package gateway
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -52,6 +51,9 @@ func (m *mcpRoute) forward(w http.ResponseWriter, req *http.Request, body []byte
 		return
 	}
 	copyHeaders(out.Header, req.Header)
+	for _, k := range notForwarded {
+		out.Header.Del(k)
+	}
 	start := time.Now()
 	defer func() {
 		m.s.metrics.upstreamLatency.WithLabelValues(m.cfg.Name, "mcp").Observe(time.Since(start).Seconds())
@@ -104,6 +106,15 @@ func (m *mcpRoute) forward(w http.ResponseWriter, req *http.Request, body []byte
 	}
 }
 
+// notForwarded are the caller's headers a forwarded call goes without:
+// Accept-Encoding (the gateway reads the answer: Go's client then asks
+// for gzip itself and decompresses it), the idempotency keys (with one,
+// Go's client takes a POST for safe to send again on a dropped
+// connection, and the tool could run twice), and the forwarding
+// headers, which only a proxy the upstream trusts may write.
+var notForwarded = []string{"Accept-Encoding", "Idempotency-Key", "X-Idempotency-Key",
+	"X-Forwarded-For", "X-Forwarded-Host", "X-Forwarded-Proto", "Forwarded"}
+
 // unreachable answers a call the upstream did not answer at all: a
 // failed dial never reached it (failed, no effect); any other error (a
 // connection cut after the request went) leaves what it did unknown,
@@ -127,22 +138,38 @@ func (m *mcpRoute) stream(ctx context.Context, w http.ResponseWriter, resp *http
 	copyHeaders(w.Header(), resp.Header)
 	w.Header().Del("Content-Length")
 	w.WriteHeader(http.StatusOK)
+	// A caller that stops reading must not hold the upstream's answer:
+	// each write has a deadline (writeAllowance), and a caller that
+	// misses it is gone (the exchange goes on to the response, which is
+	// recorded, for the caller's retransmission).
+	rc := http.NewResponseController(w)
 	gone := false
 	send := func(b []byte) {
 		if gone {
 			return
 		}
+		rc.SetWriteDeadline(time.Now().Add(writeAllowance(len(b))))
 		if _, err := w.Write(b); err != nil {
 			gone = true
 			return
 		}
-		http.NewResponseController(w).Flush()
+		if rc.Flush() != nil {
+			gone = true
+		}
 	}
+	defer func() {
+		if !gone {
+			rc.SetWriteDeadline(time.Time{})
+		}
+	}()
 	send(nil)
-	br := bufio.NewReaderSize(resp.Body, 64<<10)
+	sr := newSSEReader(resp.Body)
 	for {
-		ev, err := readEvent(br)
-		if len(ev.raw) > 0 {
+		ev, err := sr.next()
+		if len(ev.lines) > 0 {
+			// Every event is passed on as the gateway read it (its lines
+			// ending in LF), never as the upstream wrote it: the caller's
+			// parser then sees the events the gateway saw.
 			if r, ok := ev.response(c.key.id); ok {
 				send(ev.with(m.settle(ctx, c, r)))
 				// The stream of a POST ends with its response (MCP says
@@ -150,7 +177,7 @@ func (m *mcpRoute) stream(ctx context.Context, w http.ResponseWriter, resp *http
 				// read, and closing the body ends the exchange.
 				return
 			}
-			send(ev.raw)
+			send(ev.bytes())
 		}
 		if err != nil {
 			why := "the upstream's stream ended without the call's response"
@@ -254,71 +281,4 @@ func (m *mcpRoute) unknown(ctx context.Context, c *mcpCall, why string) {
 		return
 	}
 	m.s.log.Warn("hop outcome unknown: flagged for the operator", "route", m.cfg.Name, "iss", c.k.Iss, "hop", c.k.Hop, "why", why)
-}
-
-// sseEvent is one server-sent event as read: its octets, to pass on
-// unchanged, and its data.
-type sseEvent struct {
-	raw  []byte
-	data []byte
-}
-
-// readEvent reads one event: its lines up to a blank line (or the
-// end). A blank line alone is an event with no fields, passed on as it
-// is. An event over maxMCPMessage is an error.
-func readEvent(br *bufio.Reader) (sseEvent, error) {
-	var ev sseEvent
-	var data [][]byte
-	for {
-		start := len(ev.raw) // of this line, which may come in pieces
-		line, err := br.ReadSlice('\n')
-		for errors.Is(err, bufio.ErrBufferFull) && len(ev.raw)+len(line) <= maxMCPMessage {
-			ev.raw = append(ev.raw, line...)
-			line, err = br.ReadSlice('\n')
-		}
-		if len(ev.raw)+len(line) > maxMCPMessage {
-			return sseEvent{}, fmt.Errorf("a server-sent event over %d bytes", maxMCPMessage)
-		}
-		ev.raw = append(ev.raw, line...)
-		full := bytes.TrimRight(ev.raw[start:], "\r\n")
-		if d, ok := bytes.CutPrefix(full, []byte("data:")); ok {
-			data = append(data, bytes.TrimPrefix(d, []byte(" ")))
-		}
-		if err != nil || len(full) == 0 {
-			ev.data = bytes.Join(data, []byte("\n"))
-			return ev, err
-		}
-	}
-}
-
-// response is the event's JSON-RPC response to the request id, if it
-// holds one.
-func (ev sseEvent) response(id string) (rpcMessage, bool) {
-	if len(ev.data) == 0 {
-		return rpcMessage{}, false
-	}
-	r, _, err := readRPC(ev.data)
-	if key, ok := idKey(r.ID); err != nil || !ok || key != id || r.Method != "" || r.Result == nil && r.Error == nil {
-		return rpcMessage{}, false
-	}
-	return r, true
-}
-
-// with is the event with its data replaced by msg (one data line; the
-// other fields, such as its id for Last-Event-ID, as they were).
-func (ev sseEvent) with(msg []byte) []byte {
-	var out []byte
-	for _, line := range bytes.SplitAfter(ev.raw, []byte("\n")) {
-		t := bytes.TrimRight(line, "\r\n")
-		if len(t) == 0 || bytes.HasPrefix(t, []byte("data:")) {
-			continue
-		}
-		out = append(out, line...)
-		if !bytes.HasSuffix(line, []byte("\n")) {
-			out = append(out, '\n')
-		}
-	}
-	out = append(out, "data: "...)
-	out = append(out, msg...)
-	return append(out, "\n\n"...)
 }

@@ -4,7 +4,6 @@ package gateway
 // upstream: each test names the attack and checks the safe behaviour.
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -158,9 +157,9 @@ func hostileMessages(b []byte) []rpcMessage {
 	if json.Unmarshal(b, &m) == nil {
 		return []rpcMessage{m}
 	}
-	br := bufio.NewReader(bytes.NewReader(b))
+	sr := newSSEReader(bytes.NewReader(b))
 	for {
-		ev, err := readEvent(br)
+		ev, err := sr.next()
 		if len(ev.data) > 0 && json.Unmarshal(ev.data, &m) == nil {
 			out = append(out, m)
 		}
@@ -550,7 +549,7 @@ func TestMCPHostileStreamOpenAfterResponseDrains(t *testing.T) {
 			return
 		}
 		defer resp.Body.Close()
-		ev, _ := readEvent(bufio.NewReader(resp.Body))
+		ev, _ := newSSEReader(resp.Body).next()
 		var m rpcMessage
 		json.Unmarshal(ev.data, &m)
 		var res struct {
