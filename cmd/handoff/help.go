@@ -66,7 +66,7 @@ var helps = map[string]struct{ about, example string }{
 		"handoff demo"},
 	"serve": {
 		"Runs the gateway: the receiving checks, the durable hop record and signed statuses in front of an\n" +
-			"unmodified A2A agent (docs/gateway.md). FILE is YAML (docs/spec.md section 6; --print-schema prints\n" +
+			"unmodified A2A agent or MCP server (docs/gateway.md). FILE is YAML (docs/spec.md section 6; --print-schema prints\n" +
 			"its JSON Schema). SIGHUP reloads FILE (trust_file and inbound; other keys need a restart), keeping\n" +
 			"the last good configuration when FILE is invalid; SIGTERM drains and stops.",
 		"handoff serve --config gateway.yaml --validate-only"},

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -107,7 +108,9 @@ func TestParseProblems(t *testing.T) {
 		{"wrong type", "max_chain: 16", "max_chain: sixteen",
 			[]string{"policy.max_chain (line 13): "}},
 		{"bad duration", "skew: 60s", "skew: 60",
-			[]string{"policy.skew (line 11): "}},
+			[]string{"policy.skew (line 11): got number, want string"}},
+		{"bad duration unit", "skew: 60s", "skew: 60x",
+			[]string{"policy.skew (line 11): \"60x\" is not a duration such as 60s"}},
 		{"duplicate key", "admin: 127.0.0.1:9443\n", "admin: 127.0.0.1:9443\nadmin: 127.0.0.1:9444\n",
 			[]string{"admin (line 3): given twice (first at line 2)"}},
 		{"two key sources", "  key_file: coder.jwk\n", "  key_file: coder.jwk\n  key_env: CODER_KEY\n",
@@ -155,7 +158,11 @@ func TestParseProblems(t *testing.T) {
 		{"custom tag", "trust_file: trust.json", "trust_file: !env TRUST",
 			[]string{"trust_file (line 6): the tag !env"}},
 		{"not YAML", "listen: 127.0.0.1:8443\n", "listen: [127.0.0.1:8443\n",
-			[]string{"(the file) (line "}},
+			[]string{"(the file) (line 2): not YAML: did not find expected ',' or ']'"}}, // found on the next line
+		{"not YAML on a later line (a parser's error)", "admin: 127.0.0.1:9443\n", "admin: [127.0.0.1:9443\n",
+			[]string{"(the file) (line 2): not YAML: did not find expected ',' or ']'"}},
+		{"not YAML (a scanner's error)", "admin: 127.0.0.1:9443\n", "admin: \"127.0.0.1:9443\n",
+			[]string{"(the file) (line 2): not YAML: "}},
 		{"two documents", "listen: 127.0.0.1:8443\n", "listen: 127.0.0.1:8443\n---\nlisten: x\n",
 			[]string{"(the file) (line 2): a second YAML document"}},
 		{"not a mapping", good, "- listen\n", []string{"(the file) (line 1): "}},
@@ -236,6 +243,13 @@ func TestOpen(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The SQLite file's folder must exist: --validate-only says so.
+	if _, err := c.Open(); err == nil || !strings.Contains(err.Error(), "store (line 7): the folder of the SQLite file") {
+		t.Errorf("a store whose folder is missing: %v", err)
+	}
+	if err := os.Mkdir(filepath.Join(dir, "state"), 0o700); err != nil {
+		t.Fatal(err)
+	}
 	res, err := c.Open()
 	if err != nil {
 		t.Fatal(err)
@@ -287,8 +301,9 @@ func TestOpen(t *testing.T) {
 func TestSchemaDescribesEveryKey(t *testing.T) {
 	for _, key := range []string{`"listen"`, `"admin"`, `"identity"`, `"key_file"`, `"key_env"`, `"trust_file"`, `"store"`,
 		`"inbound"`, `"bearer_tokens_file"`, `"policy"`, `"skew"`, `"max_lifetime"`, `"max_chain"`, `"require_full_chain"`,
-		`"recover_on_start"`, `"client_certs_file"`, `"tls"`, `"cert_file"`, `"client_ca_file"`, `"routes"`, `"name"`, `"protocol"`, `"path"`, `"upstream"`, `"without_handoff"`} {
-		if !strings.Contains(string(Schema), key+": {\"description\"") && !strings.Contains(string(Schema), key+": {\n      \"description\"") {
+		`"recover_on_start"`, `"client_certs_file"`, `"tls"`, `"cert_file"`, `"client_ca_file"`, `"routes"`, `"name"`, `"protocol"`, `"path"`, `"upstream"`, `"without_handoff"`,
+		`"jwt"`, `"jwks_file"`, `"jwks_url"`, `"issuer"`, `"audience"`, `"claim"`, `"agents_file"`} {
+		if !regexp.MustCompile(regexp.QuoteMeta(key) + `: \{\s*"description"`).Match(Schema) {
 			t.Errorf("the schema does not describe %s", key)
 		}
 	}

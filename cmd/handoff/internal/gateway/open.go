@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -59,6 +60,12 @@ func (c *Config) Open() (*Resources, error) {
 		ps = append(ps, Problem{Path: path, Line: c.lines[path], Msg: fmt.Sprintf(format, args...)})
 	}
 	res := &Resources{Tokens: map[string]string{}, CertIDs: map[string]string{}}
+	if db, ok := strings.CutPrefix(c.Store, "sqlite:"); ok {
+		// Caught here, by --validate-only, rather than by serve's start.
+		if fi, err := os.Stat(filepath.Dir(db)); err != nil || !fi.IsDir() {
+			fail("store", "the folder of the SQLite file %s does not exist (the file is made, not its folder)", db)
+		}
+	}
 
 	var jwk []byte
 	keyAt := "identity.key_file"
