@@ -36,6 +36,7 @@ type plainAgent struct {
 	canceled atomic.Int32
 	started  chan struct{}
 	saw      chan map[string]any // the metadata of each message it ran
+	traces   chan string         // the traceparent header of each message it ran
 }
 
 func (a *plainAgent) Execute(ctx context.Context, rc *a2asrv.RequestContext, q eventqueue.Queue) error {
@@ -43,6 +44,13 @@ func (a *plainAgent) Execute(ctx context.Context, rc *a2asrv.RequestContext, q e
 	select {
 	case a.saw <- rc.Message.Metadata:
 	default:
+	}
+	if cc, ok := a2asrv.CallContextFrom(ctx); ok {
+		tp, _ := cc.RequestMeta().Get("traceparent")
+		select {
+		case a.traces <- strings.Join(tp, ","):
+		default:
+		}
 	}
 	say := func(state a2a.TaskState, text string) error {
 		ev := a2a.NewStatusUpdateEvent(rc, state, a2a.NewMessageForTask(a2a.MessageRoleAgent, rc, a2a.TextPart{Text: text}))
@@ -135,8 +143,15 @@ func newRig(t *testing.T, withoutHandoff string) *rig {
 // streams.
 func newRigWith(t *testing.T, withoutHandoff string, streaming bool) *rig {
 	t.Helper()
+	return newRigTop(t, withoutHandoff, streaming, "")
+}
+
+// newRigTop is newRigWith with more top-level keys of the gateway's
+// configuration (YAML lines).
+func newRigTop(t *testing.T, withoutHandoff string, streaming bool, top string) *rig {
+	t.Helper()
 	ctx := context.Background()
-	r := &rig{agent: &plainAgent{started: make(chan struct{}, 4), saw: make(chan map[string]any, 16)}, keys: trust.New(), logs: &lockedWriter{w: &bytes.Buffer{}}}
+	r := &rig{agent: &plainAgent{started: make(chan struct{}, 4), saw: make(chan map[string]any, 16), traces: make(chan string, 16)}, keys: trust.New(), logs: &lockedWriter{w: &bytes.Buffer{}}}
 	card := &a2a.AgentCard{Name: "coder", Description: "runs tests", Version: "1", ProtocolVersion: "0.3.0",
 		Capabilities: a2a.AgentCapabilities{Streaming: streaming}, DefaultInputModes: []string{"text"}, DefaultOutputModes: []string{"text"},
 		Skills: []a2a.AgentSkill{{ID: "test", Name: "test", Description: "runs the tests", Tags: []string{"test"}}}}
@@ -155,7 +170,7 @@ trust_file: trust.json
 store: sqlite:%s
 routes:
   - {name: coder, protocol: a2a, path: /coder/, upstream: %q, without_handoff: %s}
-`, backdatedSQLite(t), r.upstream.URL+"/", withoutHandoff)
+%s`, backdatedSQLite(t), r.upstream.URL+"/", withoutHandoff, top)
 	c, err := Parse([]byte(doc), t.TempDir())
 	if err != nil {
 		t.Fatal(err)
@@ -225,10 +240,12 @@ func (r *rig) client(t *testing.T, token string) (*a2ahandoff.Client, *a2aclient
 	return c, ac
 }
 
-func (r *rig) clientWith(t *testing.T, token string) (*a2ahandoff.Client, *a2aclient.Client, *delegator.Delegator) {
+// clientWith is client with the delegator, and more interceptors.
+func (r *rig) clientWith(t *testing.T, token string, more ...a2aclient.CallInterceptor) (*a2ahandoff.Client, *a2aclient.Client, *delegator.Delegator) {
 	t.Helper()
 	ac, err := a2aclient.NewFromEndpoints(context.Background(),
-		[]a2a.AgentInterface{{URL: r.url, Transport: a2a.TransportProtocolJSONRPC}}, a2aclient.WithInterceptors(bearer{token: token}))
+		[]a2a.AgentInterface{{URL: r.url, Transport: a2a.TransportProtocolJSONRPC}},
+		a2aclient.WithInterceptors(append([]a2aclient.CallInterceptor{bearer{token: token}}, more...)...))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -46,6 +46,7 @@ type Config struct {
 	TLS            TLS // zero: plain HTTP
 	Policy         Policy
 	Routes         []Route
+	Tracing        Tracing // zero: no spans exported
 
 	lines lineMap // each key path's line, for the problems Open finds
 }
@@ -81,6 +82,13 @@ type InboundJWT struct {
 // certificates are verified against ("" for none asked).
 type TLS struct {
 	CertFile, KeyFile, ClientCAFile string
+}
+
+// Tracing exports a span per request over OTLP/HTTP (tracing.go).
+type Tracing struct {
+	Endpoint    *url.URL // the traces URL; nil: tracing off
+	ServiceName string   // "handoff-gateway" unless given
+	SampleRatio float64  // of the traces the gateway starts; 1 unless given
 }
 
 // Policy is the receiving checks' local policy; its zero values are D4's
@@ -403,6 +411,28 @@ func build(m map[string]any, lines lineMap, dir string) (*Config, error) {
 		c.Policy.RequireFullChain, _ = pol["require_full_chain"].(bool)
 	}
 
+	if t, ok := m["tracing"].(map[string]any); ok {
+		c.Tracing = Tracing{ServiceName: str(t, "service_name"), SampleRatio: 1}
+		if c.Tracing.ServiceName == "" {
+			c.Tracing.ServiceName = "handoff-gateway"
+		}
+		switch r := t["sample_ratio"].(type) {
+		case float64:
+			c.Tracing.SampleRatio = r
+		case int64:
+			c.Tracing.SampleRatio = float64(r)
+		}
+		u, err := url.Parse(str(t, "otlp_endpoint"))
+		switch {
+		case err != nil || u.Host == "" || u.Scheme != "https" && u.Scheme != "http":
+			fail("tracing.otlp_endpoint", "not an http(s) URL (an OpenTelemetry collector's OTLP/HTTP address, e.g. http://127.0.0.1:4318)")
+		case u.User != nil || u.RawQuery != "":
+			fail("tracing.otlp_endpoint", "holds credentials or a query; give a collector's headers in OTEL_EXPORTER_OTLP_HEADERS")
+		default:
+			c.Tracing.Endpoint = tracesURL(u)
+		}
+	}
+
 	names, paths := map[string]int{}, map[string]int{}
 	routes, _ := m["routes"].([]any)
 	for i, x := range routes {
@@ -518,7 +548,12 @@ func (c *Config) Redacted() ([]byte, error) {
 			MaxChain         int    `json:"max_chain"`
 			RequireFullChain bool   `json:"require_full_chain"`
 		} `json:"policy"`
-		Routes []route `json:"routes"`
+		Routes  []route `json:"routes"`
+		Tracing *struct {
+			Endpoint    string  `json:"otlp_endpoint"`
+			ServiceName string  `json:"service_name"`
+			SampleRatio float64 `json:"sample_ratio"`
+		} `json:"tracing,omitempty"`
 	}{Listen: c.Listen, Admin: c.Admin, TrustFile: c.TrustFile, Store: store, Recover: c.RecoverOnStart}
 	out.Identity.ID, out.Identity.KeyFile, out.Identity.KeyEnv = c.Identity.ID, c.Identity.KeyFile, c.Identity.KeyEnv
 	out.Inbound.BearerTokensFile, out.Inbound.ClientCertsFile = c.Inbound.BearerTokensFile, c.Inbound.ClientCertsFile
@@ -542,6 +577,13 @@ func (c *Config) Redacted() ([]byte, error) {
 	o := c.Policy
 	out.Policy.Skew, out.Policy.MaxLifetime = o.EffectiveSkew().String(), o.EffectiveMaxLifetime().String()
 	out.Policy.MaxChain, out.Policy.RequireFullChain = o.EffectiveMaxChain(), o.RequireFullChain
+	if t := c.Tracing; t.Endpoint != nil {
+		out.Tracing = &struct {
+			Endpoint    string  `json:"otlp_endpoint"`
+			ServiceName string  `json:"service_name"`
+			SampleRatio float64 `json:"sample_ratio"`
+		}{t.Endpoint.String(), t.ServiceName, t.SampleRatio}
+	}
 	for _, r := range c.Routes {
 		out.Routes = append(out.Routes, route{r.Name, r.Protocol, r.Path, r.Upstream.String(), r.WithoutHandoff, r.FailuresEffectFree})
 	}

@@ -86,6 +86,40 @@ func TestParseDefaults(t *testing.T) {
 	}
 }
 
+// TestParseTracing: tracing is off unless configured; an endpoint that
+// names no path is given OTLP's traces path; the redacted view shows it;
+// a change to it, or to one policy key, is named as needing a restart.
+func TestParseTracing(t *testing.T) {
+	off, err := Parse([]byte(good), "/")
+	if err != nil || off.Tracing.Endpoint != nil {
+		t.Fatalf("tracing without the key: %+v %v", off.Tracing, err)
+	}
+	on, err := Parse([]byte(good+"tracing: {otlp_endpoint: 'http://127.0.0.1:4318'}\n"), "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tr := on.Tracing; tr.Endpoint.String() != "http://127.0.0.1:4318/v1/traces" || tr.ServiceName != "handoff-gateway" || tr.SampleRatio != 1 {
+		t.Errorf("defaults: %+v", tr)
+	}
+	if c, err := Parse([]byte(good+"tracing: {otlp_endpoint: 'https://otel.example/otlp/traces', sample_ratio: 0.25}\n"), "/"); err != nil ||
+		c.Tracing.Endpoint.String() != "https://otel.example/otlp/traces" || c.Tracing.SampleRatio != 0.25 {
+		t.Errorf("a path given is kept: %+v %v", c.Tracing, err)
+	}
+	if b, err := on.Redacted(); err != nil || !strings.Contains(string(b), `"otlp_endpoint": "http://127.0.0.1:4318/v1/traces"`) {
+		t.Errorf("redacted: %s %v", b, err)
+	}
+	chain, err := Parse([]byte(strings.Replace(good, "max_chain: 16", "max_chain: 4", 1)), "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ks := restartKeys(off, on); len(ks) != 1 || ks[0] != "tracing" {
+		t.Errorf("restart keys when tracing is added: %q", ks)
+	}
+	if ks := restartKeys(off, chain); len(ks) != 1 || ks[0] != "policy.max_chain" {
+		t.Errorf("restart keys when max_chain changes: %q", ks)
+	}
+}
+
 // TestParseProblems: SPEC section 6, "--validate-only ... one line per
 // error naming the key path and line"; unknown keys are errors.
 func TestParseProblems(t *testing.T) {
@@ -137,6 +171,12 @@ func TestParseProblems(t *testing.T) {
 			[]string{"inbound.jwt.jwks_url (line 9): plain http is taken only from a loopback address"}},
 		{"jwt without an issuer", "inbound:\n", "inbound:\n  jwt: {jwks_file: k.json, agents_file: a.json}\n",
 			[]string{"inbound.jwt.issuer (line 9): missing (required)"}},
+		{"tracing to a non-URL", "store: sqlite:state/hops.db", "store: sqlite:state/hops.db\ntracing: {otlp_endpoint: '127.0.0.1:4318'}",
+			[]string{"tracing.otlp_endpoint (line 8): "}},
+		{"tracing with a key in the URL", "store: sqlite:state/hops.db", "store: sqlite:state/hops.db\ntracing: {otlp_endpoint: 'https://otel.example/v1/traces?api_key=x'}",
+			[]string{"tracing.otlp_endpoint (line 8): holds credentials or a query"}},
+		{"tracing sampled above 1", "store: sqlite:state/hops.db", "store: sqlite:state/hops.db\ntracing: {otlp_endpoint: 'http://127.0.0.1:4318', sample_ratio: 2}",
+			[]string{"tracing.sample_ratio (line 8): "}},
 		{"tls without a key", "store: sqlite:state/hops.db", "store: sqlite:state/hops.db\ntls: {cert_file: gw.pem}",
 			[]string{"tls.key_file (line 8): missing (required)"}},
 		{"duplicate route", "    without_handoff: reject\n", "    without_handoff: reject\n  - name: coder\n    protocol: a2a\n    path: /\n    upstream: http://127.0.0.1:7001/\n",
@@ -302,7 +342,8 @@ func TestSchemaDescribesEveryKey(t *testing.T) {
 	for _, key := range []string{`"listen"`, `"admin"`, `"identity"`, `"key_file"`, `"key_env"`, `"trust_file"`, `"store"`,
 		`"inbound"`, `"bearer_tokens_file"`, `"policy"`, `"skew"`, `"max_lifetime"`, `"max_chain"`, `"require_full_chain"`,
 		`"recover_on_start"`, `"client_certs_file"`, `"tls"`, `"cert_file"`, `"client_ca_file"`, `"routes"`, `"name"`, `"protocol"`, `"path"`, `"upstream"`, `"without_handoff"`,
-		`"jwt"`, `"jwks_file"`, `"jwks_url"`, `"issuer"`, `"audience"`, `"claim"`, `"agents_file"`} {
+		`"jwt"`, `"jwks_file"`, `"jwks_url"`, `"issuer"`, `"audience"`, `"claim"`, `"agents_file"`,
+		`"tracing"`, `"otlp_endpoint"`, `"service_name"`, `"sample_ratio"`} {
 		if !regexp.MustCompile(regexp.QuoteMeta(key) + `: \{\s*"description"`).Match(Schema) {
 			t.Errorf("the schema does not describe %s", key)
 		}

@@ -113,14 +113,14 @@ func (s *Server) newMCPRoute(ctx context.Context, c *Config, res *Resources, rc 
 	// with JSON sends its headers when the tool ends, however long it
 	// runs. A hung upstream leaves the hop accepted, as it is.
 	// No redirect is followed: the call would be sent again elsewhere.
-	m.hc = &http.Client{Transport: tr, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	m.hc = &http.Client{Transport: traceTransport{tr}, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	m.pass = &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.Out.URL = m.upstreamURL(pr.In.URL)
 			pr.Out.Host = ""
 			pr.Out.Header.Del("Authorization")
 		},
-		Transport:     tr,
+		Transport:     traceTransport{tr},
 		FlushInterval: -1, // server-sent events, event by event
 		ErrorLog:      slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
 	}

@@ -45,7 +45,9 @@ func (m *mcpRoute) forward(w http.ResponseWriter, req *http.Request, body []byte
 		return
 	}
 
-	out, err := http.NewRequestWithContext(m.life, http.MethodPost, c.url, bytes.NewReader(body))
+	// The call lives as long as the route (it is read to its end even
+	// after the caller went away), in the caller's trace.
+	out, err := http.NewRequestWithContext(withTraceOf(m.life, req.Context()), http.MethodPost, c.url, bytes.NewReader(body))
 	if err != nil {
 		m.unreachable(ctx, w, c, err)
 		return

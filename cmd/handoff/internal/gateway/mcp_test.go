@@ -33,6 +33,7 @@ type plainTools struct {
 	runs     atomic.Int32
 	stopped  atomic.Int32
 	metas    chan mcp.Meta // the _meta of each call it ran
+	traces   chan string   // the traceparent header of each call it ran
 	started  chan struct{}
 	release  chan struct{}
 	progress chan struct{} // the test saw the progress notification
@@ -46,6 +47,10 @@ func (p *plainTools) work(ctx context.Context, req *mcp.CallToolRequest, a toolA
 	p.runs.Add(1)
 	select {
 	case p.metas <- req.Params.Meta:
+	default:
+	}
+	select {
+	case p.traces <- strings.Join(req.Extra.Header.Values("Traceparent"), ","):
 	default:
 	}
 	text := func(s string) []mcp.Content { return []mcp.Content{&mcp.TextContent{Text: s}} }
@@ -94,8 +99,15 @@ type mcpRig struct {
 // style ("without_handoff: pass, failures_effect_free: true").
 func newMCPRig(t *testing.T, keys string) *mcpRig {
 	t.Helper()
+	return newMCPRigTop(t, keys, "")
+}
+
+// newMCPRigTop is newMCPRig with more top-level keys of the gateway's
+// configuration (YAML lines).
+func newMCPRigTop(t *testing.T, keys, top string) *mcpRig {
+	t.Helper()
 	ctx := context.Background()
-	r := &mcpRig{tools: &plainTools{metas: make(chan mcp.Meta, 16), started: make(chan struct{}, 4), release: make(chan struct{}),
+	r := &mcpRig{tools: &plainTools{metas: make(chan mcp.Meta, 16), traces: make(chan string, 16), started: make(chan struct{}, 4), release: make(chan struct{}),
 		progress: make(chan struct{}, 1)}, keys: trust.New(), logs: &lockedWriter{w: &bytes.Buffer{}}}
 	ms := mcp.NewServer(&mcp.Implementation{Name: "tester", Version: "1"}, nil)
 	mcp.AddTool(ms, &mcp.Tool{Name: "run-tests"}, r.tools.work)
@@ -112,7 +124,7 @@ trust_file: trust.json
 store: sqlite:%s
 routes:
   - {name: tools, protocol: mcp, path: /tools/, upstream: %q, %s}
-`, backdatedSQLite(t), up.URL+"/mcp", keys)), t.TempDir())
+%s`, backdatedSQLite(t), up.URL+"/mcp", keys, top)), t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -135,7 +135,8 @@ func (s *Server) instrument(r Route, h http.Handler) http.Handler {
 		start := time.Now()
 		n := &reqNote{}
 		mw := &meterWriter{ResponseWriter: w, code: http.StatusOK}
-		h.ServeHTTP(mw, req.WithContext(context.WithValue(req.Context(), reqNoteKey{}, n)))
+		ctx, span := s.tracing.start(req, r)
+		h.ServeHTTP(mw, req.WithContext(context.WithValue(ctx, reqNoteKey{}, n)))
 		n.mu.Lock()
 		method, failed := n.method, n.failed
 		n.mu.Unlock()
@@ -146,6 +147,7 @@ func (s *Server) instrument(r Route, h http.Handler) http.Handler {
 		if failed || mw.code >= 400 || mw.sniff && jsonFailure(mw.head) {
 			outcome = "error"
 		}
+		endSpan(span, r, method, mw.code, outcome == "error")
 		s.metrics.requests.WithLabelValues(r.Name, r.Protocol, method, outcome).Inc()
 		s.metrics.latency.WithLabelValues(r.Name, r.Protocol).Observe(time.Since(start).Seconds())
 	})

@@ -150,6 +150,7 @@ func (s *Server) answered(route, me string) func(context.Context, *delegate.Answ
 		if a.Err != nil {
 			attrs = append(attrs, slog.String("why", oneLine(a.Err)))
 		}
+		spanAnswer(ctx, route, string(a.Outcome), string(a.Reason), a.Iss, me, a.Hop, chain, logAttrsFrom(ctx))
 		attrs = append(attrs, logAttrsFrom(ctx)...)
 		s.log.LogAttrs(context.Background(), level, "handoff", attrs...)
 	}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -36,6 +37,7 @@ type Server struct {
 	store   store.Store
 	reg     *prometheus.Registry
 	metrics *metrics
+	tracing *tracing
 
 	// What a reload (SIGHUP) may change while running: the trust file
 	// and inbound (tokens, certificate names, JWT). Every other key
@@ -80,10 +82,13 @@ func New(ctx context.Context, c *Config, res *Resources, log *slog.Logger) (*Ser
 	s.certIDs.Store(&res.CertIDs)
 	s.setJWT(res.JWT)
 	s.metrics = newMetrics(s.reg)
+	var err error
+	if s.tracing, err = newTracing(ctx, c.Tracing); err != nil {
+		return nil, fmt.Errorf("tracing: %w", err)
+	}
 	s.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 
 	var st store.Store
-	var err error
 	switch {
 	case strings.HasPrefix(c.Store, "sqlite:"):
 		st, err = sqlite.Open(ctx, strings.TrimPrefix(c.Store, "sqlite:"))
@@ -91,6 +96,7 @@ func New(ctx context.Context, c *Config, res *Resources, log *slog.Logger) (*Ser
 		st, err = postgres.Open(ctx, c.Store)
 	}
 	if err != nil {
+		s.tracing.shutdown(ctx)
 		return nil, fmt.Errorf("store: %w", err)
 	}
 	s.store = meteredStore{Store: st, took: s.metrics.storeLatency, signed: s.metrics.signed}
@@ -99,6 +105,7 @@ func New(ctx context.Context, c *Config, res *Resources, log *slog.Logger) (*Ser
 		r, err := s.newRoute(ctx, c, res, rc)
 		if err != nil {
 			s.store.Close()
+			s.tracing.shutdown(ctx)
 			return nil, fmt.Errorf("route %s: %w", rc.Name, err)
 		}
 		s.routes = append(s.routes, r)
@@ -117,6 +124,7 @@ func New(ctx context.Context, c *Config, res *Resources, log *slog.Logger) (*Ser
 		n, err := s.routes[0].delegate().Recover(ctx)
 		if err != nil {
 			s.store.Close()
+			s.tracing.shutdown(ctx)
 			return nil, fmt.Errorf("recover_on_start: %w", err)
 		}
 		if n > 0 {
@@ -198,7 +206,7 @@ func upstreamClient(ctx context.Context, base string) (*a2aclient.Client, *a2a.A
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.ResponseHeaderTimeout = time.Minute
 	tr.MaxIdleConnsPerHost = 64
-	jsonrpc := a2aclient.WithJSONRPCTransport(&http.Client{Transport: tr})
+	jsonrpc := a2aclient.WithJSONRPCTransport(&http.Client{Transport: traceTransport{tr}})
 	if card, err := agentcard.DefaultResolver.Resolve(cctx, base); err == nil {
 		// The card names where the upstream takes requests; the gateway
 		// calls the URL it was configured with, over JSON-RPC.
@@ -518,8 +526,28 @@ func restartKeys(old, c *Config) []string {
 	if old.Store != c.Store {
 		ks = append(ks, "store")
 	}
-	if old.Policy != c.Policy {
-		ks = append(ks, "policy")
+	op, np := old.Policy, c.Policy
+	for _, k := range []struct {
+		name    string
+		changed bool
+	}{
+		{"policy.skew", op.EffectiveSkew() != np.EffectiveSkew()},
+		{"policy.max_lifetime", op.EffectiveMaxLifetime() != np.EffectiveMaxLifetime()},
+		{"policy.max_chain", op.EffectiveMaxChain() != np.EffectiveMaxChain()},
+		{"policy.require_full_chain", op.RequireFullChain != np.RequireFullChain},
+	} {
+		if k.changed {
+			ks = append(ks, k.name)
+		}
+	}
+	urlOf := func(u *url.URL) string {
+		if u == nil {
+			return ""
+		}
+		return u.String()
+	}
+	if ot, nt := old.Tracing, c.Tracing; urlOf(ot.Endpoint) != urlOf(nt.Endpoint) || ot.ServiceName != nt.ServiceName || ot.SampleRatio != nt.SampleRatio {
+		ks = append(ks, "tracing")
 	}
 	if len(old.Routes) != len(c.Routes) {
 		ks = append(ks, "routes")
@@ -550,6 +578,12 @@ func (s *Server) Close() error {
 		}
 	}
 	err := s.store.Close()
+	// The spans still batched are sent, for at most five seconds.
+	tctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if terr := s.tracing.shutdown(tctx); terr != nil {
+		s.log.Warn("tracing: the last spans could not be sent", "err", terr)
+	}
 	for _, r := range s.routes {
 		if r.mcp != nil {
 			r.mcp.abort()
