@@ -10,6 +10,10 @@
 #            and a durable SQLite record per fresh offer).
 # It prints each target's peak requests/s (and its ratio to bare), then
 # p50 and p99 at half the gateway's peak rate and what each adds to bare.
+# Last, the restart phase: the handoff binary built from this tree serves
+# as the gateway and is drained (SIGTERM) and killed (SIGKILL) under load,
+# started again on its store each time; the run fails if a hop record is
+# lost or the upstream ran any work twice.
 # Targets: added p50 under 1 ms at half the gateway's peak, and a peak of
 # at least 0.5x the bare upstream's.
 #
@@ -37,11 +41,13 @@ if [[ -z $nginx ]]; then
 	fi
 fi
 
-out=$(mktemp)
-trap 'rm -f "$out"' EXIT
+tmp=$(mktemp -d)
+out=$tmp/out
+trap 'rm -rf "$tmp"' EXIT
+go build -o "$tmp/handoff" ./cmd/handoff
 go run ./cmd/handoff/internal/gateway/benchgateway \
 	-duration "${DURATION:-5s}" -workers "${WORKERS:-16}" -body "${BODY:-1024}" \
-	${nginx:+-nginx "$nginx"} | tee "$out"
+	-handoff "$tmp/handoff" ${nginx:+-nginx "$nginx"} | tee "$out"
 if [[ ${STRICT:-0} == 1 ]] && grep -q MISSED "$out"; then
 	exit 1
 fi

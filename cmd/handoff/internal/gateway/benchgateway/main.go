@@ -18,7 +18,14 @@
 // at half of the gateway's peak rate, and a peak of at least 0.5x the bare
 // upstream's.
 //
-// Everything runs in this one process but nginx, so the load generator,
+// With -handoff naming the handoff binary, a last phase restarts the
+// gateway (`handoff serve`, SQLite store) under load: drained with
+// SIGTERM at a third of the phase and killed with SIGKILL at two thirds,
+// started again on the same store each time, while the senders ask
+// again for every answer lost. It checks that no hop record is lost and
+// that no work ran twice, against the upstream's own count by message.
+//
+// Everything runs in this one process but nginx (and that phase's gateway), so the load generator,
 // the upstream and the gateway share the machine's cores: the figures
 // compare the targets with each other, not with another machine's.
 package main
@@ -69,6 +76,7 @@ func main() {
 	nginx := flag.String("nginx", "", "the nginx binary, for the plain reverse proxy target (none: skipped)")
 	fresh := flag.Float64("fresh", 0.8, "the share of fresh offers; the rest is half retransmissions, half forgeries")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the run to `FILE`")
+	bin := flag.String("handoff", "", "the handoff `binary`, for the restart phase: handoff serve restarted under load (none: skipped)")
 	flag.Parse()
 	if *cpuprofile != "" {
 		f, err := os.Create(*cpuprofile)
@@ -79,7 +87,11 @@ func main() {
 		pprof.StartCPUProfile(f)
 		defer pprof.StopCPUProfile()
 	}
-	if err := run(*duration, *workers, *bodySize, *nginx, *fresh); err != nil {
+	err := run(*duration, *workers, *bodySize, *nginx, *fresh)
+	if err == nil && *bin != "" {
+		err = restartPhase(context.Background(), *bin, *workers, *bodySize, 2**duration)
+	}
+	if err != nil {
 		pprof.StopCPUProfile()
 		fmt.Fprintln(os.Stderr, "benchgateway:", err)
 		os.Exit(1)
