@@ -5,7 +5,8 @@
 # fuzz target, and one iteration of every benchmark (so they keep compiling
 # and running; ratios: scripts/bench.sh). Needs only Go, and root for
 # what it installs when missing: a C compiler (the race detector needs cgo;
-# Debian's gcc and libc6-dev) and PostgreSQL. FUZZTIME overrides each fuzz
+# Debian's gcc and libc6-dev), curl and jq (a docs walkthrough) and
+# PostgreSQL. FUZZTIME overrides each fuzz
 # target's budget: an execution count (default 5000x), which, unlike a
 # duration, is not cut short by a loaded machine (see golang/go#75804).
 set -euo pipefail
@@ -42,6 +43,22 @@ if [ -z "${CC:-}" ] && ! command -v "$(go env CC)" >/dev/null 2>&1; then
   # go env CC names gcc by default; a machine with only cc gets that.
   CC=$(command -v gcc || command -v cc)
   export CC
+fi
+
+# curl and jq run docs/gateway.md's walkthrough (TestGatewayWalkthrough),
+# installed the same way when missing.
+missing=()
+for tool in curl jq; do
+  command -v "$tool" >/dev/null 2>&1 || missing+=("$tool")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null 2>&1; then
+    echo "test.sh: ${missing[*]} missing, which TestGatewayWalkthrough needs; install them (Debian: apt-get install ${missing[*]})" >&2
+    exit 1
+  fi
+  echo "== installing ${missing[*]} for the gateway walkthrough test (apt-get install ${missing[*]})"
+  apt-get update >&2
+  DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${missing[@]}" >&2
 fi
 
 echo "== PostgreSQL for the store tests"

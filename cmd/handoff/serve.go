@@ -35,7 +35,9 @@ func cmdServe(e env, args []string) error {
 	c, err := gateway.Load(*config)
 	if err == nil {
 		var res *gateway.Resources
-		if res, err = c.Open(); err == nil {
+		// Serving, the gateway's log carries the warnings (once); checking,
+		// this command prints them.
+		if res, err = c.Open(); err == nil && *validateOnly {
 			for _, w := range res.Warnings {
 				fmt.Fprintf(e.stderr, "handoff: warning: serve: %s: %s\n", safeText(*config), safeText(w))
 			}

@@ -391,3 +391,19 @@ func TestOpenPathIsLiteral(t *testing.T) {
 		})
 	}
 }
+
+// TestOpenNotADatabase: a file that is not SQLite is refused with one
+// error that names the file and says what is wrong, "store:" once.
+func TestOpenNotADatabase(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "hops.db")
+	if err := os.WriteFile(p, []byte("not a database, just text that is long enough to have a header\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err := sqlite.Open(t.Context(), p)
+	if err == nil {
+		t.Fatal("a text file opened as a store")
+	}
+	if msg := err.Error(); !strings.HasPrefix(msg, "store: sqlite "+p+": migrate: ") || strings.Count(msg, "store:") != 1 || !strings.Contains(msg, "not a database") {
+		t.Errorf("error %q: want one \"store: sqlite %s: migrate: ...\" saying it is not a database", msg, p)
+	}
+}

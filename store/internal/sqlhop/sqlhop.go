@@ -194,20 +194,20 @@ func (s *DB) DB() *sql.DB { return s.db }
 func (s *DB) migrate(ctx context.Context, now time.Time) error {
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
-		return fmt.Errorf("store: migrate: %w", err)
+		return fmt.Errorf("migrate: %w", err)
 	}
 	defer tx.Rollback()
 	if s.d.LockMigrations != "" {
 		if _, err := tx.ExecContext(ctx, s.d.LockMigrations); err != nil {
-			return fmt.Errorf("store: migrate: lock: %w", err)
+			return fmt.Errorf("migrate: lock: %w", err)
 		}
 	}
 	if _, err := tx.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER NOT NULL)`); err != nil {
-		return fmt.Errorf("store: migrate: %w", err)
+		return fmt.Errorf("migrate: %w", err)
 	}
 	var v int
 	if err := tx.QueryRowContext(ctx, `SELECT COALESCE(MAX(version), 0) FROM schema_migrations`).Scan(&v); err != nil {
-		return fmt.Errorf("store: migrate: %w", err)
+		return fmt.Errorf("migrate: %w", err)
 	}
 	if v > len(s.d.Migrations) {
 		return fmt.Errorf("store: the database schema is version %d, newer than this program's %d", v, len(s.d.Migrations))
@@ -227,7 +227,7 @@ func (s *DB) migrate(ctx context.Context, now time.Time) error {
 	}
 	if _, err := tx.ExecContext(ctx, s.d.bind(`INSERT INTO meta (k, v) VALUES ('since', ?) ON CONFLICT (k) DO NOTHING`),
 		strconv.FormatInt(now.UnixNano(), 10)); err != nil {
-		return fmt.Errorf("store: migrate: %w", err)
+		return fmt.Errorf("migrate: %w", err)
 	}
 	return tx.Commit()
 }

@@ -97,7 +97,7 @@ func New(ctx context.Context, c *Config, res *Resources, log *slog.Logger) (*Ser
 	}
 	if err != nil {
 		s.tracing.shutdown(ctx)
-		return nil, fmt.Errorf("store: %w", err)
+		return nil, err // "store: sqlite PATH: ..." or "store: postgres: ..."
 	}
 	s.store = meteredStore{Store: st, took: s.metrics.storeLatency, signed: s.metrics.signed}
 	mux := http.NewServeMux()

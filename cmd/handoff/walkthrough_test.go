@@ -1,0 +1,119 @@
+package main
+
+import (
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestGatewayWalkthrough: docs/gateway.md's walkthrough (an A2A message
+// and an MCP tool call through the gateway, by hand, with curl) runs as
+// written against the sample config, with the handoff, plainagent and
+// plainmcp built from this tree on PATH for its "go run" lines. Each
+// "#   ..." line (three spaces) is the output of the command above it.
+func TestGatewayWalkthrough(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the command and two servers")
+	}
+	for _, tool := range []string{"curl", "jq"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			if os.Getenv("CI") != "" {
+				t.Fatalf("the walkthrough needs %s (scripts/test.sh installs it)", tool)
+			}
+			t.Skipf("the walkthrough needs %s", tool)
+		}
+	}
+	// The sample's addresses: a walkthrough cannot choose its ports.
+	for _, addr := range []string{"127.0.0.1:7000", "127.0.0.1:7001", "127.0.0.1:8443", "127.0.0.1:9443"} {
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			t.Fatalf("the walkthrough needs %s free: %v", addr, err)
+		}
+		ln.Close()
+	}
+	doc, err := os.ReadFile("../../docs/gateway.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(doc), "### By hand: an A2A message and an MCP tool call through the gateway\n")
+	_, rest, ok2 := strings.Cut(rest, "```sh\n")
+	block, _, ok3 := strings.Cut(rest, "```\n")
+	if !ok || !ok2 || !ok3 {
+		t.Fatal("docs/gateway.md has no walkthrough block")
+	}
+	bin := t.TempDir()
+	for name, pkg := range map[string]string{"handoff": ".", "plainagent": "./internal/gateway/plainagent", "plainmcp": "./internal/gateway/plainmcp"} {
+		if out, err := exec.Command("go", "build", "-o", filepath.Join(bin, name), pkg).CombinedOutput(); err != nil {
+			t.Fatalf("go build %s: %v\n%s", pkg, err, out)
+		}
+	}
+	// A folder of its own, with the clone's docs and testdata, for the
+	// files the walkthrough writes.
+	work := t.TempDir()
+	for _, d := range []string{"docs", "testdata"} {
+		abs, err := filepath.Abs(filepath.Join("../..", d))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(abs, filepath.Join(work, d)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var script, want []string
+	for _, line := range strings.Split(strings.TrimSuffix(block, "\n"), "\n") {
+		if strings.HasPrefix(line, "#   ") && !strings.HasPrefix(line, "#    ") { // not a comment's next line
+
+			want = append(want, strings.TrimPrefix(line, "#   "))
+			continue
+		}
+		script = append(script, strings.NewReplacer("go run ./cmd/handoff/internal/gateway/", "").Replace(line))
+	}
+	outFile, err := os.Create(filepath.Join(t.TempDir(), "out"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer outFile.Close()
+	cmd := exec.Command("bash", "-euo", "pipefail", "-c", strings.Join(script, "\n"))
+	cmd.Dir = work
+	cmd.Env = append(os.Environ(), "PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH"))
+	// Its own process group, so that the servers it starts in the
+	// background stop with it; output to a file, so that waiting for the
+	// script does not wait for them.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Stdout, cmd.Stderr = outFile, outFile
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err = <-done:
+	case <-time.After(2 * time.Minute):
+		err = errTimeout
+	}
+	syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	if err == errTimeout {
+		<-done
+	}
+	out, _ := os.ReadFile(outFile.Name())
+	if err != nil {
+		t.Fatalf("the walkthrough failed: %v\n%s", err, out)
+	}
+	for _, w := range want {
+		if !regexp.MustCompile("(?m)^" + regexp.QuoteMeta(w) + "$").Match(out) {
+			t.Errorf("the walkthrough's output has no line %q:\n%s", w, out)
+		}
+	}
+}
+
+var errTimeout = &timeoutError{}
+
+type timeoutError struct{}
+
+func (*timeoutError) Error() string { return "still running after 2 minutes" }
