@@ -52,6 +52,11 @@ type upstreamA2A struct {
 	abort context.CancelFunc
 
 	took prometheus.Observer // the exchanges' time (nil: not observed)
+
+	// shared keeps the route's tasks and their upstream tasks in the
+	// store, for the other replicas (tasks.go); the maps above are this
+	// replica's own, and are read first.
+	shared *sqlTasks
 }
 
 func newUpstreamA2A(route string, client *a2aclient.Client, log *slog.Logger) *upstreamA2A {
@@ -185,7 +190,7 @@ func (u *upstreamA2A) Execute(ctx context.Context, rc *a2asrv.RequestContext, q 
 			return e.lost(fmt.Errorf("the upstream: %w", serr))
 		}
 		if id := eventTask(ev); id != "" {
-			u.noteTask(rc.TaskID, id)
+			u.noteTask(rc.TaskID, id, hop)
 			know()
 		}
 		if done, err := e.take(ev); done || err != nil {
@@ -311,10 +316,10 @@ func (u *upstreamA2A) ended(own a2a.TaskID) {
 }
 
 // stopPaused is a stop (a verified cancel, an equivocation) of a hop
-// whose work is not running here, its task waiting for input: the
-// upstream's task is canceled too, once (a running one is canceled by
-// its Execute). It serves as the Executor's OnCancel and in the
-// delegate's Stop.
+// whose work is not running here: its task waiting for input here, or
+// its task another replica's. The upstream's task is canceled too, once
+// (one running here is canceled by its Execute). It serves as the
+// Executor's OnCancel and in the delegate's Stop.
 func (u *upstreamA2A) stopPaused(iss, hop string) {
 	u.mu.Lock()
 	own, ok := u.hops[[2]string{iss, hop}]
@@ -324,7 +329,30 @@ func (u *upstreamA2A) stopPaused(iss, hop string) {
 		u.forgetLocked(own)
 	}
 	u.mu.Unlock()
-	if ok && !running && up != "" {
+	if ok && !running {
+		if u.shared != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			u.shared.unmap(ctx, own) // else the sweeper's; a second stop then cancels once more, in vain
+			cancel()
+		}
+		if up != "" {
+			u.cancelTask(own, up)
+		}
+	}
+	if ok || u.shared == nil {
+		return
+	}
+	// Not this replica's: the task may be another's, running or paused,
+	// which does not know of the stop. Its upstream task is canceled
+	// from here, once (taking the mapping is the claim).
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	own, up, err := u.shared.takeHop(ctx, iss, hop)
+	if err != nil {
+		u.log.Warn("reading the stopped hop's upstream task from the store; not canceled", "route", u.route, "iss", iss, "hop", hop, "err", oneLine(err))
+		return
+	}
+	if up != "" {
 		u.cancelTask(own, up)
 	}
 }
@@ -440,25 +468,61 @@ func (u *upstreamA2A) Cancel(ctx context.Context, rc *a2asrv.RequestContext, q e
 	return q.Write(ctx, ev)
 }
 
+// upstreamTask is the upstream task behind the gateway's task id: this
+// replica's, else the one another replica noted in the store.
 func (u *upstreamA2A) upstreamTask(id a2a.TaskID) a2a.TaskID {
 	u.mu.Lock()
-	defer u.mu.Unlock()
-	return u.tasks[id]
+	up := u.tasks[id]
+	u.mu.Unlock()
+	if up != "" || u.shared == nil {
+		return up
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	up, err := u.shared.upstreamOf(ctx, id)
+	if err != nil {
+		u.log.Warn("reading the upstream task of a gateway task from the store", "route", u.route, "task", id, "err", oneLine(err))
+	}
+	return up
 }
 
-func (u *upstreamA2A) noteTask(own, up a2a.TaskID) {
+// noteTask maps the gateway's task own to the upstream's task up, here
+// and, the first time, in the store (with the hop, for a cancel that
+// reaches another replica).
+func (u *upstreamA2A) noteTask(own, up a2a.TaskID, h *a2ahandoff.Hop) {
 	if up == "" {
 		return
 	}
 	u.mu.Lock()
+	known := u.tasks[own] == up
 	u.tasks[own] = up
 	u.mu.Unlock()
+	if known || u.shared == nil {
+		return
+	}
+	var iss, hop string
+	if h != nil {
+		iss, hop = h.Iss, h.ID
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := u.shared.mapUpstream(ctx, own, up, iss, hop); err != nil {
+		// This replica still maps it; another could not cancel it.
+		u.log.Warn("noting the upstream task in the store", "route", u.route, "task", own, "upstream_task", up, "err", oneLine(err))
+	}
 }
 
 func (u *upstreamA2A) forgetTask(own a2a.TaskID) {
 	u.mu.Lock()
 	u.forgetLocked(own)
 	u.mu.Unlock()
+	if u.shared != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := u.shared.unmap(ctx, own); err != nil {
+			u.log.Warn("forgetting the upstream task in the store (the sweeper will)", "route", u.route, "task", own, "err", oneLine(err))
+		}
+	}
 }
 
 func (u *upstreamA2A) forgetLocked(own a2a.TaskID) {

@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -117,6 +118,8 @@ type replicas struct {
 	*rig
 	dl      *delegator.Delegator
 	clients []*a2ahandoff.Client
+	raw     []*a2aclient.Client // the same, with no handoff
+	store   store.Store         // the shared store, read by the test
 }
 
 func newReplicas(t *testing.T) *replicas {
@@ -162,11 +165,13 @@ routes:
 		t.Fatal(err)
 	}
 	var clients []*a2ahandoff.Client
+	var raw []*a2aclient.Client
 	for _, u := range urls {
 		ac, err := a2aclient.NewFromEndpoints(ctx, []a2a.AgentInterface{{URL: u, Transport: a2a.TransportProtocolJSONRPC}}, a2aclient.WithInterceptors(bearer{token: plannerToken}))
 		if err != nil {
 			t.Fatal(err)
 		}
+		raw = append(raw, ac)
 		cl, err := a2ahandoff.NewClient(ac, dl, a2ahandoff.ClientOptions{Encoding: handoff.JSON})
 		if err != nil {
 			t.Fatal(err)
@@ -174,7 +179,12 @@ routes:
 		clients = append(clients, cl)
 	}
 
-	return &replicas{rig: r, dl: dl, clients: clients}
+	st, err := postgres.Open(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return &replicas{rig: r, dl: dl, clients: clients, raw: raw, store: st}
 }
 
 // postgresDatabase is a fresh database on HANDOFF_TEST_POSTGRES (which
@@ -216,4 +226,93 @@ func postgresDatabase(t *testing.T) string {
 		}
 	}
 	return (&url.URL{Scheme: "postgres", Path: "/" + name, RawQuery: q.Encode()}).String()
+}
+
+// TestGatewayReplicasCancel: no sticky sessions for a task either. A
+// task taken by one replica is read (tasks/get) and canceled
+// (tasks/cancel with the delegator's signed "canceled") through the
+// other: the tasks live in the shared store, and the cancel reaches the
+// upstream task that the first replica started.
+func TestGatewayReplicasCancel(t *testing.T) {
+	rr := newReplicas(t)
+	r, dl, clients := rr.rig, rr.dl, rr.clients
+	ctx := context.Background()
+	h, issued, err := dl.Offer(ctx, delegator.Offer{Aud: "https://coder.example", Dialog: "ctx-rc", Work: "long"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := msg("block")
+	m.ContextID = "ctx-rc"
+	noWait := false
+	rep, err := clients[0].Send(ctx, issued.Hop, h, m, &a2a.MessageSendConfig{Blocking: &noWait})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Task == nil {
+		t.Fatalf("no task in the reply: %+v", rep)
+	}
+	<-r.agent.started
+
+	// The other replica knows the task.
+	got, err := rr.raw[1].GetTask(ctx, &a2a.TaskQueryParams{ID: rep.Task.ID})
+	if err != nil {
+		t.Fatalf("tasks/get on the other replica: %v", err)
+	}
+	if got.ID != rep.Task.ID || got.Status.State.Terminal() {
+		t.Fatalf("tasks/get on the other replica: task %s in state %s", got.ID, got.Status.State)
+	}
+
+	// And cancels it, the delegator's signed "canceled" sent there
+	// (a2ahandoff.Client keeps its hops' tasks per client): the
+	// upstream's task stops.
+	st, _, err := dl.Cancel(ctx, issued.Hop)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ct, err := rr.raw[1].CancelTask(ctx, &a2a.TaskIDParams{ID: rep.Task.ID, Metadata: map[string]any{a2ahandoff.Key: st.Text()}})
+	if err != nil {
+		t.Fatalf("cancel through the other replica: %v", err)
+	}
+	if ct.Status.State != a2a.TaskStateCanceled {
+		t.Fatalf("cancel through the other replica: %s", ct.Status.State)
+	}
+	for deadline := time.Now().Add(10 * time.Second); r.agent.canceled.Load() == 0 && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := r.agent.canceled.Load(); n != 1 {
+		t.Fatalf("the upstream saw %d cancels", n)
+	}
+	rec, err := rr.store.Get(ctx, "https://planner.example", issued.Hop)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rec.Canceled {
+		t.Errorf("the hop's record does not say canceled: %+v", rec)
+	}
+	// The upstream's task ended canceled, so what the work did is not
+	// known: the hop stays accepted and is flagged for the operator (the
+	// replica that ran it saw the end), as on one gateway.
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		flags, err := rr.store.Flags(ctx, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if slices.ContainsFunc(flags, func(f store.Flag) bool { return f.Hop == issued.Hop && f.Kind == store.FlagUnknownOutcome }) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the canceled hop was not flagged: %+v\n%s", flags, r.logs)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	// Both replicas now read the task canceled.
+	for i := range 2 {
+		got, err := rr.raw[i].GetTask(ctx, &a2a.TaskQueryParams{ID: rep.Task.ID})
+		if err != nil {
+			t.Fatalf("replica %d: tasks/get: %v", i, err)
+		}
+		if got.Status.State != a2a.TaskStateCanceled {
+			t.Errorf("replica %d: tasks/get: state %s", i, got.Status.State)
+		}
+	}
 }

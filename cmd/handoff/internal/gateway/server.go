@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"crypto/x509"
+	"database/sql"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -47,6 +48,8 @@ type Server struct {
 	tokens  atomic.Pointer[map[string]string]
 	certIDs atomic.Pointer[map[string]string]
 	jwt     atomic.Pointer[jwtVerifier] // nil: no inbound.jwt
+
+	tasksDB *sql.DB // PostgreSQL: where the A2A routes keep their tasks (tasks.go); nil on SQLite
 
 	routes   []*route
 	handler  http.Handler
@@ -100,6 +103,15 @@ func New(ctx context.Context, c *Config, res *Resources, log *slog.Logger) (*Ser
 		return nil, err // "store: sqlite PATH: ..." or "store: postgres: ..."
 	}
 	s.store = meteredStore{Store: st, took: s.metrics.storeLatency, signed: s.metrics.signed}
+	if !strings.HasPrefix(c.Store, "sqlite:") {
+		// Replicas share PostgreSQL: their A2A tasks too (tasks.go).
+		s.tasksDB = st.(store.SQLStore).DB()
+		if err := openTasks(ctx, s.tasksDB); err != nil {
+			s.store.Close()
+			s.tracing.shutdown(ctx)
+			return nil, err
+		}
+	}
 	mux := http.NewServeMux()
 	for _, rc := range c.Routes {
 		r, err := s.newRoute(ctx, c, res, rc)
@@ -174,6 +186,9 @@ func (s *Server) newRoute(ctx context.Context, c *Config, res *Resources, rc Rou
 			"route", rc.Name, "upstream", base)
 	}
 	up := newUpstreamA2A(rc.Name, client, s.log)
+	if s.tasksDB != nil {
+		up.shared = &sqlTasks{db: s.tasksDB, route: rc.Name}
+	}
 	up.took = s.metrics.upstreamLatency.WithLabelValues(rc.Name, "a2a")
 	o := c.Policy.Options(c.Identity.ID, liveKeys{s})
 	x, err := a2ahandoff.NewExecutor(ctx, up, a2ahandoff.ServerConfig{
@@ -225,8 +240,11 @@ func (r *route) handler(s *Server) http.Handler {
 	if r.mcp != nil {
 		return r.mcp.handler()
 	}
-	rpc := a2ahandoff.StrictHandler(a2asrv.NewJSONRPCHandler(
-		a2ahandoff.NewHandler(r.x, a2asrv.WithCallInterceptor(bearerAuth{s: s}))))
+	opts := []a2asrv.RequestHandlerOption{a2asrv.WithCallInterceptor(bearerAuth{s: s})}
+	if r.upstream.shared != nil {
+		opts = append(opts, a2asrv.WithTaskStore(r.upstream.shared))
+	}
+	rpc := a2ahandoff.StrictHandler(a2asrv.NewJSONRPCHandler(a2ahandoff.NewHandler(r.x, opts...)))
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		switch req.URL.Path {
 		case a2asrv.WellKnownAgentCardPath, "/.well-known/agent.json":
@@ -613,8 +631,26 @@ func (s *Server) Drain(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// Sweep runs every delegate's sweeper until ctx ends.
+// Sweep runs every delegate's sweeper, and the A2A tasks' (tasks.go),
+// until ctx ends.
 func (s *Server) Sweep(ctx context.Context, every time.Duration) {
+	go func() {
+		if s.tasksDB == nil {
+			return
+		}
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			if err := sweepTasks(ctx, s.tasksDB, time.Now().Add(-taskRetention)); err != nil && ctx.Err() == nil {
+				s.log.Error("sweep", "what", "a2a tasks", "err", err)
+			}
+		}
+	}()
 	for _, r := range s.routes {
 		go r.delegate().RunSweeper(ctx, every, func(err error) {
 			if !errors.Is(err, context.Canceled) {

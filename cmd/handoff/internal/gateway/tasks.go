@@ -1,0 +1,201 @@
+package gateway
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/a2aproject/a2a-go/a2a"
+	"github.com/a2aproject/a2a-go/a2asrv"
+)
+
+// On a PostgreSQL store the A2A routes keep their tasks in its database,
+// not in a2a-go's memory: replicas on one store then serve each other's
+// tasks (tasks/get, and tasks/cancel with the delegator's signed
+// "canceled", on any replica: no sticky sessions), and a restarted
+// gateway still answers for the tasks it made. On SQLite (one process)
+// they stay in memory: each task event would be a transaction with an
+// fsync, which halved the gateway's peak rate in scripts/bench-gateway.sh. Beside each running task, the upstream
+// task behind it and the hop it carries, so that a cancel verified on
+// one replica reaches the upstream task another one started.
+//
+// Two tables, made at start when missing:
+//
+//	gateway_a2a_tasks     (route, id) -> version, the task as JSON, updated
+//	gateway_a2a_upstream  (route, id) -> upstream task id, iss, hop, updated
+//
+// A task not updated for taskRetention is swept, as is a mapping whose
+// task ended (the replica that ran it forgets it) or went quiet.
+const taskRetention = 7 * 24 * time.Hour
+
+// sqlTasks is one route's a2asrv.TaskStore in the store's database.
+type sqlTasks struct {
+	db    *sql.DB
+	route string
+}
+
+var _ a2asrv.TaskStore = (*sqlTasks)(nil)
+
+// openTasks makes the tables when missing, under a transaction-scoped
+// advisory lock: replicas starting together would otherwise race in
+// PostgreSQL's catalog (IF NOT EXISTS is not enough there).
+func openTasks(ctx context.Context, db *sql.DB) error {
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("store: the gateway's task tables: %w", err)
+	}
+	defer tx.Rollback()
+	for _, q := range []string{
+		`SELECT pg_advisory_xact_lock(hashtext('gateway_a2a_tasks'))`,
+		`CREATE TABLE IF NOT EXISTS gateway_a2a_tasks (route TEXT NOT NULL, id TEXT NOT NULL, version BIGINT NOT NULL,
+			task TEXT NOT NULL, updated BIGINT NOT NULL, PRIMARY KEY (route, id))`,
+		`CREATE TABLE IF NOT EXISTS gateway_a2a_upstream (route TEXT NOT NULL, id TEXT NOT NULL, upstream TEXT NOT NULL,
+			iss TEXT NOT NULL, hop TEXT NOT NULL, updated BIGINT NOT NULL, PRIMARY KEY (route, id))`,
+		`CREATE INDEX IF NOT EXISTS gateway_a2a_upstream_hop ON gateway_a2a_upstream (route, iss, hop)`,
+		// The sweeper's, which runs every minute.
+		`CREATE INDEX IF NOT EXISTS gateway_a2a_tasks_updated ON gateway_a2a_tasks (updated)`,
+		`CREATE INDEX IF NOT EXISTS gateway_a2a_upstream_updated ON gateway_a2a_upstream (updated)`,
+	} {
+		if _, err := tx.ExecContext(ctx, q); err != nil {
+			return fmt.Errorf("store: the gateway's task tables: %w", err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("store: the gateway's task tables: %w", err)
+	}
+	return nil
+}
+
+// q rewrites ? placeholders as PostgreSQL's $n.
+func q(query string) string {
+	var b strings.Builder
+	n := 0
+	for _, c := range query {
+		if c == '?' {
+			n++
+			b.WriteString("$" + strconv.Itoa(n))
+			continue
+		}
+		b.WriteRune(c)
+	}
+	return b.String()
+}
+
+// Save stores task as the next version: a2a-go's optimistic concurrency
+// (prev names the version the writer read; another writer's version in
+// between is a2a.ErrConcurrentTaskModification), as its memory store
+// does.
+func (t *sqlTasks) Save(ctx context.Context, task *a2a.Task, _ a2a.Event, _ *a2a.Task, prev a2a.TaskVersion) (a2a.TaskVersion, error) {
+	if task == nil || task.ID == "" {
+		return a2a.TaskVersionMissing, errors.New("gateway: a task to store needs an id")
+	}
+	b, err := json.Marshal(task)
+	if err != nil {
+		return a2a.TaskVersionMissing, fmt.Errorf("gateway: task %s: %w", task.ID, err)
+	}
+	now := time.Now().UnixMilli()
+	var v int64
+	if prev == a2a.TaskVersionMissing {
+		err = t.db.QueryRowContext(ctx, q(`INSERT INTO gateway_a2a_tasks (route, id, version, task, updated) VALUES (?, ?, 1, ?, ?)
+			ON CONFLICT (route, id) DO UPDATE SET version = gateway_a2a_tasks.version + 1, task = excluded.task, updated = excluded.updated
+			RETURNING version`), t.route, string(task.ID), string(b), now).Scan(&v)
+		if err != nil {
+			return a2a.TaskVersionMissing, fmt.Errorf("gateway: storing task %s: %w", task.ID, err)
+		}
+		return a2a.TaskVersion(v), nil
+	}
+	err = t.db.QueryRowContext(ctx, q(`UPDATE gateway_a2a_tasks SET version = version + 1, task = ?, updated = ?
+		WHERE route = ? AND id = ? AND version = ? RETURNING version`), string(b), now, t.route, string(task.ID), int64(prev)).Scan(&v)
+	if errors.Is(err, sql.ErrNoRows) {
+		// Another version is stored, or none (a task swept meanwhile is
+		// stored anew, as a2a-go's memory store does).
+		err = t.db.QueryRowContext(ctx, q(`INSERT INTO gateway_a2a_tasks (route, id, version, task, updated) VALUES (?, ?, 1, ?, ?)
+			ON CONFLICT (route, id) DO NOTHING RETURNING version`), t.route, string(task.ID), string(b), now).Scan(&v)
+		if errors.Is(err, sql.ErrNoRows) {
+			return a2a.TaskVersionMissing, a2a.ErrConcurrentTaskModification
+		}
+	}
+	if err != nil {
+		return a2a.TaskVersionMissing, fmt.Errorf("gateway: storing task %s: %w", task.ID, err)
+	}
+	return a2a.TaskVersion(v), nil
+}
+
+// Get reads a task, or a2a.ErrTaskNotFound.
+func (t *sqlTasks) Get(ctx context.Context, id a2a.TaskID) (*a2a.Task, a2a.TaskVersion, error) {
+	var b string
+	var v int64
+	err := t.db.QueryRowContext(ctx, q(`SELECT task, version FROM gateway_a2a_tasks WHERE route = ? AND id = ?`), t.route, string(id)).Scan(&b, &v)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, a2a.TaskVersionMissing, a2a.ErrTaskNotFound
+	}
+	if err != nil {
+		return nil, a2a.TaskVersionMissing, fmt.Errorf("gateway: reading task %s: %w", id, err)
+	}
+	var task a2a.Task
+	if err := json.Unmarshal([]byte(b), &task); err != nil {
+		return nil, a2a.TaskVersionMissing, fmt.Errorf("gateway: task %s as stored: %w", id, err)
+	}
+	return &task, a2a.TaskVersion(v), nil
+}
+
+// List refuses, as a2a-go's memory store does when it is given no way
+// to tell callers apart: a gateway's tasks are every delegator's, and
+// listing them to any caller would show each one the others' work.
+func (t *sqlTasks) List(context.Context, *a2a.ListTasksRequest) (*a2a.ListTasksResponse, error) {
+	return nil, fmt.Errorf("gateway: tasks/list is not offered (a task is read by its id): %w", a2a.ErrUnauthenticated)
+}
+
+// mapUpstream notes the upstream task behind the gateway's task own,
+// and the hop it carries (iss and hop empty for a task with none).
+func (t *sqlTasks) mapUpstream(ctx context.Context, own, up a2a.TaskID, iss, hop string) error {
+	_, err := t.db.ExecContext(ctx, q(`INSERT INTO gateway_a2a_upstream (route, id, upstream, iss, hop, updated) VALUES (?, ?, ?, ?, ?, ?)
+		ON CONFLICT (route, id) DO UPDATE SET upstream = excluded.upstream, iss = excluded.iss, hop = excluded.hop, updated = excluded.updated`),
+		t.route, string(own), string(up), iss, hop, time.Now().UnixMilli())
+	return err
+}
+
+// upstreamOf is the upstream task behind own ("" when none is noted).
+func (t *sqlTasks) upstreamOf(ctx context.Context, own a2a.TaskID) (a2a.TaskID, error) {
+	var up string
+	err := t.db.QueryRowContext(ctx, q(`SELECT upstream FROM gateway_a2a_upstream WHERE route = ? AND id = ?`), t.route, string(own)).Scan(&up)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", nil
+	}
+	return a2a.TaskID(up), err
+}
+
+// takeHop removes and returns the mapping of the gateway task carrying
+// hop (iss, hop) to its upstream task ("" when none is noted): of the
+// replicas that stop the hop, one takes it.
+func (t *sqlTasks) takeHop(ctx context.Context, iss, hop string) (own, up a2a.TaskID, err error) {
+	var o, u string
+	err = t.db.QueryRowContext(ctx, q(`DELETE FROM gateway_a2a_upstream WHERE route = ? AND iss = ? AND hop = ? AND hop <> ''
+		RETURNING id, upstream`), t.route, iss, hop).Scan(&o, &u)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", "", nil
+	}
+	return a2a.TaskID(o), a2a.TaskID(u), err
+}
+
+// unmap forgets own's upstream task (the task ended).
+func (t *sqlTasks) unmap(ctx context.Context, own a2a.TaskID) error {
+	_, err := t.db.ExecContext(ctx, q(`DELETE FROM gateway_a2a_upstream WHERE route = ? AND id = ?`), t.route, string(own))
+	return err
+}
+
+// sweepTasks removes the tasks and mappings of every route not updated
+// since before.
+func sweepTasks(ctx context.Context, db *sql.DB, before time.Time) error {
+	for _, table := range []string{"gateway_a2a_tasks", "gateway_a2a_upstream"} {
+		if _, err := db.ExecContext(ctx, q(`DELETE FROM `+table+` WHERE updated < ?`), before.UnixMilli()); err != nil {
+			return fmt.Errorf("sweeping %s: %w", table, err)
+		}
+	}
+	return nil
+}
