@@ -75,6 +75,10 @@ type mcpRoute struct {
 	idle   *sync.Cond
 	life   context.Context
 	abort  context.CancelFunc
+
+	// shared notes the open calls in the store, for a cancel verified on
+	// another replica (shared.go); nil on SQLite.
+	shared *sqlTasks
 }
 
 // callKey names a request on the upstream: its session and JSON-RPC id
@@ -107,6 +111,9 @@ func (s *Server) newMCPRoute(ctx context.Context, c *Config, res *Resources, rc 
 		kept: map[store.HopKey][]byte{}}
 	m.idle = sync.NewCond(&m.mu)
 	m.life, m.abort = context.WithCancel(context.Background())
+	if s.tasksDB != nil {
+		m.shared = &sqlTasks{db: s.tasksDB, route: rc.Name}
+	}
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.MaxIdleConnsPerHost = 64
 	// No response-header timeout: a server that answers a tools/call
@@ -299,15 +306,28 @@ func (m *mcpRoute) batch(w http.ResponseWriter, body []byte, session string, rep
 }
 
 // tracked says whether id names a tools/call with a Handoff in hand on
-// the session.
+// the session: here, or forwarded by another replica.
 func (m *mcpRoute) tracked(session string, id json.RawMessage) bool {
 	key, ok := idKey(id)
 	if !ok {
 		return false
 	}
 	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.byID[callKey{session, key}] != nil
+	here := m.byID[callKey{session, key}] != nil
+	m.mu.Unlock()
+	if here || m.shared == nil {
+		return here
+	}
+	// Forwarded by another replica? An error reads as yes: the caller's
+	// unsigned cancel is then not passed on, which stops no work.
+	ctx, cancel := context.WithTimeout(m.life, 5*time.Second)
+	defer cancel()
+	open, err := m.shared.callOpen(ctx, callKey{session, key})
+	if err != nil {
+		m.s.log.Warn("looking for a forwarded call in the store; the caller's cancel is not passed on", "route", m.cfg.Name, "err", oneLine(err))
+		return true
+	}
+	return open
 }
 
 // call takes a tools/call carrying a Handoff.
@@ -465,12 +485,25 @@ func (m *mcpRoute) release(c *mcpCall) {
 
 // forget unregisters a forwarded call that has ended.
 func (m *mcpRoute) forget(c *mcpCall) {
+	m.dropShared(c.k)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.calls[c.k] == c {
 		delete(m.calls, c.k)
 	}
 	m.ended()
+}
+
+// dropShared forgets the hop's call in the store (the sweeper would).
+func (m *mcpRoute) dropShared(k store.HopKey) {
+	if m.shared == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(m.life, 5*time.Second)
+	defer cancel()
+	if err := m.shared.dropCall(ctx, k); err != nil {
+		m.s.log.Warn("forgetting a forwarded call in the store (the sweeper will)", "route", m.cfg.Name, "iss", k.Iss, "hop", k.Hop, "err", oneLine(err))
+	}
 }
 
 // ended counts one forwarded call or cancel ended (under mu).
@@ -518,19 +551,37 @@ func (m *mcpRoute) cancelled(w http.ResponseWriter, req *http.Request, p rpcPara
 }
 
 // stop sends the upstream a notifications/cancelled for the hop's
-// forwarded call, if one is open here; it does not block.
+// forwarded call, if one is open here, or else open on another replica
+// (noted in the store); it does not block.
 func (m *mcpRoute) stop(iss, hop string) {
+	k := store.HopKey{Iss: iss, Hop: hop}
 	m.mu.Lock()
-	c := m.calls[store.HopKey{Iss: iss, Hop: hop}]
-	if c == nil || c.stopped {
+	c := m.calls[k]
+	if c != nil && c.stopped || c == nil && m.shared == nil {
 		m.mu.Unlock()
 		return
 	}
-	c.stopped = true
+	if c != nil {
+		c.stopped = true
+	}
 	m.active++
 	m.mu.Unlock()
 	go func() {
 		defer func() { m.mu.Lock(); m.ended(); m.mu.Unlock() }()
+		if c == nil {
+			// Another replica's call, if any: taking it is the claim.
+			ctx, cancel := context.WithTimeout(m.life, 5*time.Second)
+			taken, err := m.shared.takeCall(ctx, k)
+			cancel()
+			if err != nil {
+				m.s.log.Error("reading the stopped hop's forwarded call from the store; no upstream cancel", "route", m.cfg.Name, "iss", iss, "hop", hop, "err", oneLine(err))
+			}
+			if c = taken; c == nil {
+				return
+			}
+		} else {
+			m.dropShared(k) // canceled from here: no other replica sends it
+		}
 		if err := m.sendCancel(c); err != nil {
 			m.s.log.Error("the upstream cancel could not be sent", "route", m.cfg.Name, "iss", iss, "hop", hop, "err", oneLine(err))
 		}

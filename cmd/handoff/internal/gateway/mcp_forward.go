@@ -26,6 +26,16 @@ func (m *mcpRoute) forward(w http.ResponseWriter, req *http.Request, body []byte
 	m.mu.Unlock()
 	defer m.forget(c)
 	ctx := context.WithoutCancel(req.Context())
+	if m.shared != nil {
+		// Noted before the record is read again (below), as the local
+		// registration: a cancel on another replica marks the record,
+		// then takes this note.
+		nctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		if err := m.shared.noteCall(nctx, c); err != nil {
+			m.s.log.Warn("noting a forwarded call in the store: a cancel on another replica will not reach it", "route", m.cfg.Name, "iss", c.k.Iss, "hop", c.k.Hop, "err", oneLine(err))
+		}
+		cancel()
+	}
 	// A cancel or an equivocating offer may have marked the hop since it
 	// was taken, on a path that reaches no stop here (another replica).
 	// The record is read after the call is registered, so a mark made

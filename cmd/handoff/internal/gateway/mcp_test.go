@@ -3,6 +3,7 @@ package gateway
 import (
 	"bytes"
 	"context"
+	"database/sql"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -598,39 +599,9 @@ func TestMCPGatewayCallerGoesAway(t *testing.T) {
 // same offer sent twice at once runs the tool once; retransmissions,
 // which reach both replicas, get the identical status octets.
 func TestMCPGatewayReplicas(t *testing.T) {
-	dsn := postgresDatabase(t)
 	r := newMCPRig(t, "without_handoff: reject") // its upstream, keys and planner; its own gateway is not used
 	ctx := context.Background()
-	pre, err := postgres.Open(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := pre.Forget(ctx, time.Now().Add(-time.Minute)); err != nil { // see backdatedSQLite
-		t.Fatal(err)
-	}
-	pre.Close()
-	var gws []*Server
-	for i := range 2 {
-		c := *r.gw.cfg.Load()
-		c.Store = dsn
-		gw, err := New(ctx, &c, r.res, slog.New(slog.NewTextHandler(r.logs, nil)).With("replica", i))
-		if err != nil {
-			t.Fatal(err)
-		}
-		gws = append(gws, gw)
-	}
-	var next atomic.Int32
-	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		gws[int(next.Add(1))%2].Handler().ServeHTTP(w, req)
-	}))
-	t.Cleanup(func() {
-		front.Close()
-		for _, gw := range gws {
-			gw.Drain(ctx)
-			gw.Close()
-		}
-	})
-	r.url = front.URL + "/tools"
+	gws, _ := r.replicas(t, nil)
 	hc, cs := r.connect(t, plannerToken, nil)
 	h, hop := r.offer(t, cs, "run the tests once")
 	v, err := mcphandoff.HandoffValue(h, handoff.JSON)
@@ -685,6 +656,126 @@ func TestMCPGatewayReplicas(t *testing.T) {
 		} else if !bytes.Equal(final, rep.Status.Octets) {
 			t.Fatalf("retransmission %d: other octets than the recorded status", i)
 		}
+	}
+	if n := r.tools.runs.Load(); n != 1 {
+		t.Fatalf("the tool ran %d times", n)
+	}
+}
+
+// replicas puts two gateways on one fresh PostgreSQL database behind one
+// address (r.url then points there), which sends each request to the
+// next replica, or to replica *to when to is not nil and *to >= 0.
+func (r *mcpRig) replicas(t *testing.T, to *atomic.Int32) ([]*Server, string) {
+	t.Helper()
+	dsn := postgresDatabase(t)
+	ctx := context.Background()
+	pre, err := postgres.Open(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := pre.Forget(ctx, time.Now().Add(-time.Minute)); err != nil { // see backdatedSQLite
+		t.Fatal(err)
+	}
+	pre.Close()
+	var gws []*Server
+	for i := range 2 {
+		c := *r.gw.cfg.Load()
+		c.Store = dsn
+		gw, err := New(ctx, &c, r.res, slog.New(slog.NewTextHandler(r.logs, nil)).With("replica", i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		gws = append(gws, gw)
+	}
+	var next atomic.Int32
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		i := int(next.Add(1)) % 2
+		if to != nil && to.Load() >= 0 {
+			i = int(to.Load())
+		}
+		gws[i].Handler().ServeHTTP(w, req)
+	}))
+	t.Cleanup(func() {
+		front.Close()
+		// Bounded: a test that failed may leave a tool blocked.
+		dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		for _, gw := range gws {
+			gw.Drain(dctx)
+			gw.Close()
+		}
+	})
+	r.url = front.URL + "/tools"
+	return gws, dsn
+}
+
+// TestMCPGatewayReplicasCancel: a tools/call forwarded by one replica is
+// canceled through the other: the replica that verifies the signed
+// "canceled" sends the upstream its notifications/cancelled for the call
+// the first one forwarded (decision 86), and the hop ends as on one
+// gateway (accepted, canceled, flagged unknown outcome).
+func TestMCPGatewayReplicasCancel(t *testing.T) {
+	r := newMCPRig(t, "without_handoff: reject")
+	ctx := context.Background()
+	var to atomic.Int32
+	to.Store(0)
+	gws, dsn := r.replicas(t, &to)
+	hc, cs := r.connect(t, plannerToken, nil)
+	t.Cleanup(func() { close(r.tools.release) }) // first: a failed run leaves the tool blocked, and the session's close waits for it
+	h, hop := r.offer(t, cs, "run the long tests")
+	done := make(chan error, 1)
+	go func() {
+		_, err := hc.Call(ctx, cs, call("block"), h)
+		done <- err
+	}()
+	<-r.tools.started
+	to.Store(1)
+
+	// The caller's own unsigned notifications/cancelled for the call,
+	// sent to the other replica, is not passed on: it stops no work.
+	db, err := sql.Open("pgx", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var id string
+	if err := db.QueryRowContext(ctx, `SELECT id FROM gateway_mcp_calls WHERE hop = $1`, hop).Scan(&id); err != nil {
+		t.Fatalf("the forwarded call is not noted in the store: %v", err)
+	}
+	req, _ := http.NewRequest(http.MethodPost, r.url, strings.NewReader(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":`+id+`}}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Mcp-Session-Id", cs.ID())
+	req.Header.Set("Mcp-Protocol-Version", "2025-06-18")
+	req.Header.Set("Authorization", "Bearer "+plannerToken)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	time.Sleep(300 * time.Millisecond)
+	if n := r.tools.stopped.Load(); n != 0 {
+		t.Fatalf("an unsigned cancel through the other replica stopped the tool:\n%s", r.logs)
+	}
+
+	// The signed one does, from the replica that verifies it.
+	if _, err := hc.Cancel(ctx, cs, hop); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for r.tools.stopped.Load() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the upstream's tool was never canceled:\n%s", r.logs)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	<-done
+	rec, err := gws[1].routes[0].delegate().Record(ctx, "https://planner.example", hop)
+	if err != nil || !rec.Canceled || rec.State != store.Accepted {
+		t.Fatalf("record %+v %v", rec, err)
+	}
+	if got := testutil.ToFloat64(gws[1].metrics.cancels.WithLabelValues("tools", "applied")); got != 1 {
+		t.Errorf("cancels applied on the replica that took the cancel: %v", got)
 	}
 	if n := r.tools.runs.Load(); n != 1 {
 		t.Fatalf("the tool ran %d times", n)

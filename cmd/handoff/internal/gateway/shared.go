@@ -12,8 +12,13 @@ import (
 
 	"github.com/a2aproject/a2a-go/a2a"
 	"github.com/a2aproject/a2a-go/a2asrv"
+
+	"github.com/quantumlearningmachines/handoff/store"
 )
 
+// What replicas on one PostgreSQL store share beyond the hops, so that
+// any replica can serve any request (no sticky sessions).
+//
 // On a PostgreSQL store the A2A routes keep their tasks in its database,
 // not in a2a-go's memory: replicas on one store then serve each other's
 // tasks (tasks/get, and tasks/cancel with the delegator's signed
@@ -29,8 +34,19 @@ import (
 //	gateway_a2a_tasks     (route, id) -> version, the task as JSON, updated
 //	gateway_a2a_upstream  (route, id) -> upstream task id, iss, hop, updated
 //
-// A task not updated for taskRetention is swept, as is a mapping whose
-// task ended (the replica that ran it forgets it) or went quiet.
+//	gateway_mcp_calls     (route, iss, hop) -> the forwarded tools/call's URL, session, id, protocol version
+//
+// The MCP routes note each tools/call they forward for a hop while it is
+// open, so that a cancel verified on another replica sends the upstream
+// its notifications/cancelled for that call (the session is the
+// upstream's, not a replica's), and so that the caller's own unsigned
+// notifications/cancelled for it (its SDK sends one when it stops
+// waiting) is not passed on by another replica either: only a verified
+// cancel stops taken work.
+//
+// A task not updated for taskRetention is swept, as is a mapping or a
+// call whose task or call ended (the replica that ran it forgets it) or
+// went quiet.
 const taskRetention = 7 * 24 * time.Hour
 
 // sqlTasks is one route's a2asrv.TaskStore in the store's database.
@@ -57,9 +73,14 @@ func openTasks(ctx context.Context, db *sql.DB) error {
 		`CREATE TABLE IF NOT EXISTS gateway_a2a_upstream (route TEXT NOT NULL, id TEXT NOT NULL, upstream TEXT NOT NULL,
 			iss TEXT NOT NULL, hop TEXT NOT NULL, updated BIGINT NOT NULL, PRIMARY KEY (route, id))`,
 		`CREATE INDEX IF NOT EXISTS gateway_a2a_upstream_hop ON gateway_a2a_upstream (route, iss, hop)`,
+		`CREATE TABLE IF NOT EXISTS gateway_mcp_calls (route TEXT NOT NULL, iss TEXT NOT NULL, hop TEXT NOT NULL, url TEXT NOT NULL,
+			session TEXT NOT NULL, id TEXT NOT NULL, id_key TEXT NOT NULL, proto TEXT NOT NULL, updated BIGINT NOT NULL,
+			PRIMARY KEY (route, iss, hop))`,
+		`CREATE INDEX IF NOT EXISTS gateway_mcp_calls_request ON gateway_mcp_calls (route, session, id_key)`,
 		// The sweeper's, which runs every minute.
 		`CREATE INDEX IF NOT EXISTS gateway_a2a_tasks_updated ON gateway_a2a_tasks (updated)`,
 		`CREATE INDEX IF NOT EXISTS gateway_a2a_upstream_updated ON gateway_a2a_upstream (updated)`,
+		`CREATE INDEX IF NOT EXISTS gateway_mcp_calls_updated ON gateway_mcp_calls (updated)`,
 	} {
 		if _, err := tx.ExecContext(ctx, q); err != nil {
 			return fmt.Errorf("store: the gateway's task tables: %w", err)
@@ -192,10 +213,55 @@ func (t *sqlTasks) unmap(ctx context.Context, own a2a.TaskID) error {
 // sweepTasks removes the tasks and mappings of every route not updated
 // since before.
 func sweepTasks(ctx context.Context, db *sql.DB, before time.Time) error {
-	for _, table := range []string{"gateway_a2a_tasks", "gateway_a2a_upstream"} {
+	for _, table := range []string{"gateway_a2a_tasks", "gateway_a2a_upstream", "gateway_mcp_calls"} {
 		if _, err := db.ExecContext(ctx, q(`DELETE FROM `+table+` WHERE updated < ?`), before.UnixMilli()); err != nil {
 			return fmt.Errorf("sweeping %s: %w", table, err)
 		}
 	}
 	return nil
+}
+
+// noteCall notes a tools/call forwarded for hop c.k, open until dropCall.
+func (t *sqlTasks) noteCall(ctx context.Context, c *mcpCall) error {
+	_, err := t.db.ExecContext(ctx, q(`INSERT INTO gateway_mcp_calls (route, iss, hop, url, session, id, id_key, proto, updated)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+		ON CONFLICT (route, iss, hop) DO UPDATE SET url = excluded.url, session = excluded.session, id = excluded.id, id_key = excluded.id_key,
+		proto = excluded.proto, updated = excluded.updated`),
+		t.route, c.k.Iss, c.k.Hop, c.url, c.key.session, string(c.id), c.key.id, c.proto, time.Now().UnixMilli())
+	return err
+}
+
+// callOpen says whether a forwarded tools/call with id key k is open on
+// session, on any replica.
+func (t *sqlTasks) callOpen(ctx context.Context, k callKey) (bool, error) {
+	var n int
+	err := t.db.QueryRowContext(ctx, q(`SELECT 1 FROM gateway_mcp_calls WHERE route = ? AND session = ? AND id_key = ? LIMIT 1`),
+		t.route, k.session, k.id).Scan(&n)
+	if errors.Is(err, sql.ErrNoRows) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+// dropCall forgets the call of hop k (it was answered, or canceled here).
+func (t *sqlTasks) dropCall(ctx context.Context, k store.HopKey) error {
+	_, err := t.db.ExecContext(ctx, q(`DELETE FROM gateway_mcp_calls WHERE route = ? AND iss = ? AND hop = ?`), t.route, k.Iss, k.Hop)
+	return err
+}
+
+// takeCall removes and returns the open call of hop k (nil when none is
+// noted): of the replicas that stop the hop, one takes it.
+func (t *sqlTasks) takeCall(ctx context.Context, k store.HopKey) (*mcpCall, error) {
+	c := &mcpCall{k: k}
+	var id string
+	err := t.db.QueryRowContext(ctx, q(`DELETE FROM gateway_mcp_calls WHERE route = ? AND iss = ? AND hop = ?
+		RETURNING url, session, id, proto`), t.route, k.Iss, k.Hop).Scan(&c.url, &c.key.session, &id, &c.proto)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	c.id = json.RawMessage(id)
+	return c, nil
 }
