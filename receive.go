@@ -285,7 +285,7 @@ func (r *Receiver) ReceiveParsed(ctx context.Context, h *Handoff, parseErr error
 	// replay; then remember the pair (D5), atomically.
 	if lost {
 		return reject(ReasonReplay, 4, OfferIndex, "iat", fmt.Errorf("iat %s is not after the second this receiver's memory began (%s): it may have seen the offer before it "+
-			"began (a new or restarted store refuses offers issued up to its first second; Options.Since)", unixAt(o.Iat), unixAt(r.o.Since.Unix())))
+			"began (a new memory, or one that lost its records, refuses offers issued up to the end of its first second); a new offer signed now is taken", unixAt(o.Iat), unixAt(r.o.Since.Unix())))
 	}
 	keep := time.Unix(o.Exp, 0).Add(r.o.Skew)
 	first, stored, err := r.o.Memory.Remember(ctx, o.Iss, o.Hop, h.Offer, seen, keep)

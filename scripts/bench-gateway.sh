@@ -10,8 +10,9 @@
 #            and a durable SQLite record per fresh offer).
 # It prints each target's peak requests/s (and its ratio to bare), then
 # p50 and p99 at half the gateway's peak rate and what each adds to bare.
-# Last, the restart phase: the handoff binary built from this tree serves
-# as the gateway and is drained (SIGTERM) and killed (SIGKILL) under load,
+# Last, the restart phase (twice DURATION): the handoff binary built from
+# this tree serves as the gateway, in a process of its own, and is
+# drained (SIGTERM) and killed (SIGKILL) under load,
 # started again on its store each time; the run fails if a hop record is
 # lost or the upstream ran any work twice.
 # Targets: added p50 under 1 ms at half the gateway's peak, and a peak of

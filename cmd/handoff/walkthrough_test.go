@@ -15,7 +15,7 @@ import (
 // TestGatewayWalkthrough: docs/gateway.md's walkthrough (an A2A message
 // and an MCP tool call through the gateway, by hand, with curl) runs as
 // written against the sample config, with the handoff, plainagent and
-// plainmcp built from this tree on PATH for its "go run" lines. Each
+// plainmcp built from this tree on PATH for its "go install" line. Each
 // "#   ..." line (three spaces) is the output of the command above it.
 func TestGatewayWalkthrough(t *testing.T) {
 	if testing.Short() {
@@ -53,26 +53,42 @@ func TestGatewayWalkthrough(t *testing.T) {
 			t.Fatalf("go build %s: %v\n%s", pkg, err, out)
 		}
 	}
-	// A folder of its own, with the clone's docs and testdata, for the
-	// files the walkthrough writes.
+	// A folder of its own: the clone's testdata, and the sample config
+	// with a store of the test's own, brand-new as on a first run (the
+	// sample's store outlives runs, and a new one is what a newcomer has).
 	work := t.TempDir()
-	for _, d := range []string{"docs", "testdata"} {
-		abs, err := filepath.Abs(filepath.Join("../..", d))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Symlink(abs, filepath.Join(work, d)); err != nil {
-			t.Fatal(err)
-		}
+	testdata, err := filepath.Abs("../../testdata")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(testdata, filepath.Join(work, "testdata")); err != nil {
+		t.Fatal(err)
+	}
+	sample, err := os.ReadFile("../../docs/gateway.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const sampleStore = "store: sqlite:/tmp/handoff-gateway-hops.db\n"
+	if !strings.Contains(string(sample), sampleStore) {
+		t.Fatalf("docs/gateway.yaml has no line %q", sampleStore)
+	}
+	own := strings.Replace(string(sample), sampleStore, "store: sqlite:"+filepath.Join(t.TempDir(), "hops.db")+"\n", 1)
+	if err := os.Mkdir(filepath.Join(work, "docs"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(work, "docs", "gateway.yaml"), []byte(own), 0o644); err != nil {
+		t.Fatal(err)
 	}
 	var script, want []string
 	for _, line := range strings.Split(strings.TrimSuffix(block, "\n"), "\n") {
-		if strings.HasPrefix(line, "#   ") && !strings.HasPrefix(line, "#    ") { // not a comment's next line
-
+		switch {
+		case strings.HasPrefix(line, "#   ") && !strings.HasPrefix(line, "#    "): // not a comment's next line
 			want = append(want, strings.TrimPrefix(line, "#   "))
-			continue
+		case strings.HasPrefix(line, "go install "):
+			// The tree's own builds are on PATH.
+		default:
+			script = append(script, line)
 		}
-		script = append(script, strings.NewReplacer("go run ./cmd/handoff/internal/gateway/", "").Replace(line))
 	}
 	outFile, err := os.Create(filepath.Join(t.TempDir(), "out"))
 	if err != nil {

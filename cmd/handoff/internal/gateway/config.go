@@ -498,14 +498,19 @@ func redactDSN(dsn string) string {
 	return u.String()
 }
 
+// redactedStore is the store key as logs and the admin port show it.
+func redactedStore(store string) string {
+	if strings.HasPrefix(store, "sqlite:") {
+		return store
+	}
+	return redactDSN(store)
+}
+
 // Redacted is the configuration as the admin port shows it: secrets (a
 // PostgreSQL DSN's password) masked; a key is named by its file or
 // variable, never shown.
 func (c *Config) Redacted() ([]byte, error) {
-	store := c.Store
-	if !strings.HasPrefix(store, "sqlite:") {
-		store = redactDSN(store)
-	}
+	store := redactedStore(c.Store)
 	type route struct {
 		Name               string `json:"name"`
 		Protocol           string `json:"protocol"`

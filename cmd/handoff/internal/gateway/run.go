@@ -38,6 +38,17 @@ func Run(ctx context.Context, path string, log *slog.Logger, ready func(listen, 
 		return err
 	}
 	defer s.Close()
+	// A brand-new store refuses offers issued up to the end of its first
+	// second (the restart rule: it cannot tell them from replays). Not
+	// listening before that second is over keeps the docs' promise that
+	// offers signed after the start are taken.
+	since, err := s.store.Since(ctx)
+	if err != nil {
+		return fmt.Errorf("store: %w", err)
+	}
+	if wait := time.Until(since.Truncate(time.Second).Add(time.Second)); wait > 0 {
+		time.Sleep(wait)
+	}
 
 	ln, err := net.Listen("tcp", c.Listen)
 	if err != nil {
@@ -75,7 +86,8 @@ func Run(ctx context.Context, path string, log *slog.Logger, ready func(listen, 
 	sweepCtx, stopSweep := context.WithCancel(ctx)
 	defer stopSweep()
 	s.Sweep(sweepCtx, time.Minute)
-	log.Info("serving", "listen", ln.Addr().String(), "admin", adminAddr, "identity", c.Identity.ID, "routes", len(c.Routes))
+	log.Info("serving", "listen", ln.Addr().String(), "admin", adminAddr, "identity", c.Identity.ID, "routes", len(c.Routes),
+		"store", redactedStore(c.Store), "store_since", since.UTC().Format(time.RFC3339))
 	if ready != nil {
 		ready(ln.Addr().String(), adminAddr)
 	}
