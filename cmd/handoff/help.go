@@ -67,9 +67,10 @@ var helps = map[string]struct{ about, example string }{
 	"serve": {
 		"Runs the gateway: the receiving checks, the durable hop record and signed statuses in front of an\n" +
 			"unmodified A2A agent or MCP server (docs/gateway.md). FILE is YAML (docs/spec.md section 6; --print-schema prints\n" +
-			"its JSON Schema). SIGHUP reloads FILE (trust_file and inbound; other keys need a restart), keeping\n" +
-			"the last good configuration when FILE is invalid; SIGTERM drains and stops.",
-		"handoff serve --config gateway.yaml --validate-only"},
+			"its JSON Schema); docs/gateway.yaml is a sample to copy. Logs are JSON lines on stderr; the admin address\n" +
+			"serves /healthz, /readyz, /metrics and /config. SIGHUP reloads FILE (trust_file and inbound; other keys need\n" +
+			"a restart), keeping the last good configuration when FILE is invalid; SIGTERM drains and stops.",
+		"handoff serve --config docs/gateway.yaml --validate-only"},
 	"version": {
 		"Prints this program's module version, the draft revision it implements, and the Go version.",
 		"handoff version"},

@@ -23,7 +23,7 @@ func cmdServe(e env, args []string) error {
 		return err
 	}
 	if len(pos) > 0 {
-		return usagef("unexpected argument %q", pos[0])
+		return usagef("unexpected argument %q (the configuration file is given as --config FILE)", pos[0])
 	}
 	if *printSchema {
 		_, err := e.stdout.Write(gateway.Schema)
