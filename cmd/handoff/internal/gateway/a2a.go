@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"net"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -187,6 +188,15 @@ func (u *upstreamA2A) Execute(ctx context.Context, rc *a2asrv.RequestContext, q 
 				u.log.Warn("the upstream's stream broke; following its task", "route", u.route, "task", rc.TaskID, "err", serr)
 				return e.follow()
 			}
+			if e.last == "" && u.upstreamTask(rc.TaskID) == "" && dialFailed(serr) && hop != nil {
+				// The request never reached the upstream: nothing ran
+				// (as an MCP route says of a failed dial).
+				if derr := hop.Declare(delegate.Outcome{State: store.Failed, NoEffect: true,
+					Detail: "the upstream could not be called: " + oneLine(serr)}); derr != nil {
+					u.log.Warn("declaring a failed call's outcome", "route", u.route, "task", rc.TaskID, "err", oneLine(derr))
+				}
+				return fmt.Errorf("gateway: route %s: the upstream could not be called, so the work did not start: %w", u.route, serr)
+			}
 			return e.lost(fmt.Errorf("the upstream: %w", serr))
 		}
 		if id := eventTask(ev); id != "" {
@@ -279,6 +289,13 @@ func (e *exchange) afterStop(ev a2a.Event) (bool, error) {
 
 // lost is the error for an exchange that ended before the upstream said
 // what became of the work.
+// dialFailed: err is a failed dial (connection refused, no route, a
+// name that does not resolve), so the request was never sent.
+func dialFailed(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "dial"
+}
+
 func (e *exchange) lost(err error) error {
 	return fmt.Errorf("gateway: route %s: %w (%w)", e.u.route, err, a2ahandoff.ErrOutcomeUnknown)
 }

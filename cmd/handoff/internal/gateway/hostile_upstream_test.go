@@ -22,6 +22,7 @@ import (
 
 	"github.com/quantumlearningmachines/handoff"
 	"github.com/quantumlearningmachines/handoff/a2ahandoff"
+	"github.com/quantumlearningmachines/handoff/delegator"
 	"github.com/quantumlearningmachines/handoff/store"
 	"github.com/quantumlearningmachines/handoff/store/sqlite"
 	"github.com/quantumlearningmachines/handoff/trust"
@@ -432,6 +433,41 @@ func TestHostileEquivocationOfPausedHop(t *testing.T) {
 			time.Sleep(100 * time.Millisecond)
 			if n := ag.canceled.Load(); n != 1 {
 				t.Errorf("the paused upstream task was canceled %d times", n)
+			}
+		})
+	}
+}
+
+// TestGatewayUpstreamDown: an upstream that cannot be called (its
+// address refuses connections) never got the work: the hop ends "failed"
+// with no effect, signed, as on an MCP route, rather than flagged
+// unknown (draft "Knowing the Outcome": what is known is said).
+func TestGatewayUpstreamDown(t *testing.T) {
+	for _, streaming := range []bool{true, false} {
+		t.Run(fmt.Sprintf("streaming=%v", streaming), func(t *testing.T) {
+			r := newRigWith(t, "reject", streaming)
+			c, _ := r.client(t, plannerToken)
+			ctx := context.Background()
+			r.upstream.Close()
+			rep, err := c.Offer(ctx, delegator.Offer{Aud: "https://coder.example", Dialog: "ctx-down", Work: "run the tests"}, msg("complete"), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if rep.State() != a2a.TaskStateFailed || rep.Issued == nil || !rep.Issued.Resolved {
+				t.Fatalf("state %s, issued %+v, refused %v\n%s", rep.State(), rep.Issued, rep.Refused, r.logs)
+			}
+			last := rep.Statuses[len(rep.Statuses)-1]
+			_, st, err := handoff.UnsafeDecode(last)
+			if err != nil || st == nil || st.State != handoff.StateFailed {
+				t.Fatalf("last status: %+v %v", st, err)
+			}
+			rec, err := r.gw.routes[0].delegate().Record(ctx, "https://planner.example", rep.Hop)
+			if err != nil || rec.State != store.Failed {
+				t.Fatalf("record %+v %v", rec, err)
+			}
+			flags, err := r.gw.store.Flags(ctx, false)
+			if err != nil || len(flags) != 0 {
+				t.Fatalf("flags %+v %v", flags, err)
 			}
 		})
 	}
