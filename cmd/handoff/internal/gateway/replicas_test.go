@@ -229,9 +229,9 @@ func postgresDatabase(t *testing.T) string {
 }
 
 // TestGatewayReplicasCancel: no sticky sessions for a task either. A
-// task taken by one replica is read (tasks/get) and canceled
-// (tasks/cancel with the delegator's signed "canceled") through the
-// other: the tasks live in the shared store, and the cancel reaches the
+// task taken by one replica is read (tasks/get), followed
+// (tasks/resubscribe) and canceled (tasks/cancel with the delegator's
+// signed "canceled") through the other: the tasks live in the shared store, and the cancel reaches the
 // upstream task that the first replica started.
 func TestGatewayReplicasCancel(t *testing.T) {
 	rr := newReplicas(t)
@@ -261,6 +261,21 @@ func TestGatewayReplicasCancel(t *testing.T) {
 	if got.ID != rep.Task.ID || got.Status.State.Terminal() {
 		t.Fatalf("tasks/get on the other replica: task %s in state %s", got.ID, got.Status.State)
 	}
+
+	// And follows it (tasks/resubscribe), though the task runs on the
+	// first: the stream ends with the task's end.
+	followed := make(chan []a2a.Event, 1)
+	go func() {
+		var evs []a2a.Event
+		for ev, err := range rr.raw[1].ResubscribeToTask(ctx, &a2a.TaskIDParams{ID: rep.Task.ID}) {
+			if err != nil {
+				t.Errorf("tasks/resubscribe on the other replica: %v", err)
+				break
+			}
+			evs = append(evs, ev)
+		}
+		followed <- evs
+	}()
 
 	// And cancels it, the delegator's signed "canceled" sent there
 	// (a2ahandoff.Client keeps its hops' tasks per client): the
@@ -304,6 +319,17 @@ func TestGatewayReplicasCancel(t *testing.T) {
 			t.Fatalf("the canceled hop was not flagged: %+v\n%s", flags, r.logs)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+	select {
+	case evs := <-followed:
+		if len(evs) == 0 {
+			t.Fatal("tasks/resubscribe on the other replica: no event")
+		}
+		if last, ok := evs[len(evs)-1].(*a2a.Task); !ok || last.Status.State != a2a.TaskStateCanceled {
+			t.Fatalf("tasks/resubscribe on the other replica: the last event is %#v", evs[len(evs)-1])
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("tasks/resubscribe on the other replica did not end with the task")
 	}
 	// Both replicas now read the task canceled.
 	for i := range 2 {

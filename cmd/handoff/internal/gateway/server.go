@@ -244,7 +244,11 @@ func (r *route) handler(s *Server) http.Handler {
 	if r.upstream.shared != nil {
 		opts = append(opts, a2asrv.WithTaskStore(r.upstream.shared))
 	}
-	rpc := a2ahandoff.StrictHandler(a2asrv.NewJSONRPCHandler(a2ahandoff.NewHandler(r.x, opts...)))
+	h := a2ahandoff.NewHandler(r.x, opts...)
+	if r.upstream.shared != nil {
+		h = resubscribeAnywhere{RequestHandler: h, tasks: r.upstream.shared, life: r.upstream.life, slots: make(chan struct{}, maxFollowed)}
+	}
+	rpc := a2ahandoff.StrictHandler(a2asrv.NewJSONRPCHandler(h))
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		switch req.URL.Path {
 		case a2asrv.WellKnownAgentCardPath, "/.well-known/agent.json":

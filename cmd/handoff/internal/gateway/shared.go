@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"iter"
 	"strconv"
 	"strings"
 	"time"
@@ -264,4 +265,71 @@ func (t *sqlTasks) takeCall(ctx context.Context, k store.HopKey) (*mcpCall, erro
 	}
 	c.id = json.RawMessage(id)
 	return c, nil
+}
+
+// resubscribeAnywhere answers tasks/resubscribe on a replica that does
+// not run the task: a2a-go's event streams live in the memory of the
+// replica running it, so here the task is read from the shared store and
+// sent each time it changes (as whole Task events; read every
+// followEvery, as an upstream task is followed), until it ends or
+// waits for its caller, the caller goes away or the gateway closes.
+type resubscribeAnywhere struct {
+	a2asrv.RequestHandler
+	tasks *sqlTasks
+	life  context.Context // ends when the gateway closes
+	slots chan struct{}   // one per task followed at once: each reads the store twice a second
+}
+
+// maxFollowed bounds the tasks a route follows in the store at once.
+const maxFollowed = 256
+
+func (h resubscribeAnywhere) OnResubscribeToTask(ctx context.Context, p *a2a.TaskIDParams) iter.Seq2[a2a.Event, error] {
+	return func(yield func(a2a.Event, error) bool) {
+		first := true
+		for ev, err := range h.RequestHandler.OnResubscribeToTask(ctx, p) {
+			if first && errors.Is(err, a2a.ErrTaskNotFound) && p != nil {
+				break // not running here: followed in the store below
+			}
+			first = false
+			if !yield(ev, err) {
+				return
+			}
+		}
+		if !first {
+			return // the local stream, whole
+		}
+		select {
+		case h.slots <- struct{}{}:
+			defer func() { <-h.slots }()
+		default:
+			yield(nil, fmt.Errorf("gateway: task %s runs on another replica, and this one already follows %d tasks; read it with tasks/get: %w",
+				p.ID, maxFollowed, a2a.ErrServerError))
+			return
+		}
+		var seen a2a.TaskVersion
+		for {
+			task, v, err := h.tasks.Get(ctx, p.ID)
+			if err != nil {
+				yield(nil, err) // a2a.ErrTaskNotFound when no replica has it
+				return
+			}
+			if v != seen {
+				seen = v
+				if !yield(task, nil) {
+					return
+				}
+				switch s := task.Status.State; {
+				case s.Terminal(), s == a2a.TaskStateInputRequired, s == a2a.TaskStateAuthRequired:
+					return
+				}
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-h.life.Done():
+				return
+			case <-time.After(followEvery):
+			}
+		}
+	}
 }
