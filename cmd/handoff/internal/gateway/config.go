@@ -112,6 +112,10 @@ type Route struct {
 	// failed task is a signed "failed" with no refs (draft "Knowing the
 	// Outcome"); otherwise the hop's outcome is unknown and flagged.
 	FailuresEffectFree bool
+	// CallTimeout (MCP routes): how long a forwarded tools/call may go
+	// unanswered before the gateway cancels it upstream and leaves the
+	// hop's outcome unknown; 0 for no limit.
+	CallTimeout time.Duration
 }
 
 // Problem is one fault of a configuration: the key path it is at
@@ -440,6 +444,18 @@ func build(m map[string]any, lines lineMap, dir string) (*Config, error) {
 		at := fmt.Sprintf("routes[%d]", i)
 		rt := Route{Name: str(r, "name"), Protocol: str(r, "protocol"), Path: str(r, "path"), WithoutHandoff: str(r, "without_handoff")}
 		rt.FailuresEffectFree, _ = r["failures_effect_free"].(bool)
+		if s, ok := r["call_timeout"].(string); ok {
+			d, err := time.ParseDuration(s)
+			switch {
+			case err != nil:
+				fail(at+".call_timeout", "not a duration: %v", err)
+			case d < time.Second:
+				fail(at+".call_timeout", "at least 1s")
+			case rt.Protocol != "mcp":
+				fail(at+".call_timeout", "is for mcp routes: an A2A task is followed until it ends, and its delegator cancels it")
+			}
+			rt.CallTimeout = d
+		}
 		if rt.WithoutHandoff == "" {
 			rt.WithoutHandoff = "reject" // fail safe
 		}
@@ -518,6 +534,7 @@ func (c *Config) Redacted() ([]byte, error) {
 		Upstream           string `json:"upstream"`
 		WithoutHandoff     string `json:"without_handoff"`
 		FailuresEffectFree bool   `json:"failures_effect_free"`
+		CallTimeout        string `json:"call_timeout,omitempty"`
 	}
 	out := struct {
 		Listen   string `json:"listen"`
@@ -590,7 +607,11 @@ func (c *Config) Redacted() ([]byte, error) {
 		}{t.Endpoint.String(), t.ServiceName, t.SampleRatio}
 	}
 	for _, r := range c.Routes {
-		out.Routes = append(out.Routes, route{r.Name, r.Protocol, r.Path, r.Upstream.String(), r.WithoutHandoff, r.FailuresEffectFree})
+		rr := route{r.Name, r.Protocol, r.Path, r.Upstream.String(), r.WithoutHandoff, r.FailuresEffectFree, ""}
+		if r.CallTimeout > 0 {
+			rr.CallTimeout = r.CallTimeout.String()
+		}
+		out.Routes = append(out.Routes, rr)
 	}
 	return json.MarshalIndent(out, "", "  ")
 }

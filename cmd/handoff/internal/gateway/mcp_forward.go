@@ -56,8 +56,22 @@ func (m *mcpRoute) forward(w http.ResponseWriter, req *http.Request, body []byte
 	}
 
 	// The call lives as long as the route (it is read to its end even
-	// after the caller went away), in the caller's trace.
-	out, err := http.NewRequestWithContext(withTraceOf(m.life, req.Context()), http.MethodPost, c.url, bytes.NewReader(body))
+	// after the caller went away), in the caller's trace, or until the
+	// route's call_timeout: then the upstream is sent a cancel, and the
+	// hop's outcome is unknown (the tool may have done its work).
+	callCtx := withTraceOf(m.life, req.Context())
+	if d := m.cfg.CallTimeout; d > 0 {
+		var cancel context.CancelFunc
+		callCtx, cancel = context.WithTimeoutCause(callCtx, d, callTimeout(d))
+		defer cancel()
+		defer func() {
+			if errors.Is(callCtx.Err(), context.DeadlineExceeded) {
+				m.s.log.Warn("a forwarded call got no answer within call_timeout: canceled upstream", "route", m.cfg.Name, "iss", c.k.Iss, "hop", c.k.Hop, "call_timeout", d.String())
+				m.stop(c.k.Iss, c.k.Hop)
+			}
+		}()
+	}
+	out, err := http.NewRequestWithContext(callCtx, http.MethodPost, c.url, bytes.NewReader(body))
 	if err != nil {
 		m.unreachable(ctx, w, c, err)
 		return
@@ -72,6 +86,9 @@ func (m *mcpRoute) forward(w http.ResponseWriter, req *http.Request, body []byte
 	}()
 	resp, err := m.hc.Do(out)
 	if err != nil {
+		if t := callTimeout(0); errors.As(context.Cause(callCtx), &t) {
+			err = t
+		}
 		m.unreachable(ctx, w, c, err)
 		return
 	}
@@ -118,6 +135,14 @@ func (m *mcpRoute) forward(w http.ResponseWriter, req *http.Request, body []byte
 	}
 }
 
+// callTimeout is the cause of a forwarded call's end at the route's
+// call_timeout.
+type callTimeout time.Duration
+
+func (t callTimeout) Error() string {
+	return fmt.Sprintf("no answer within the route's call_timeout (%s)", time.Duration(t))
+}
+
 // notForwarded are the caller's headers a forwarded call goes without:
 // Accept-Encoding (the gateway reads the answer: Go's client then asks
 // for gzip itself and decompresses it), the idempotency keys (with one,
@@ -133,6 +158,9 @@ var notForwarded = []string{"Accept-Encoding", "Idempotency-Key", "X-Idempotency
 // on any route.
 func (m *mcpRoute) unreachable(ctx context.Context, w http.ResponseWriter, c *mcpCall, err error) {
 	why := "the upstream could not be called: " + err.Error()
+	if t := callTimeout(0); errors.As(err, &t) {
+		why = "the upstream did not answer: " + t.Error()
+	}
 	var st *handoff.Element
 	if op := (*net.OpError)(nil); errors.As(err, &op) && op.Op == "dial" {
 		st = m.finish(ctx, c, delegate.Outcome{State: store.Failed, NoEffect: true, Detail: why})
@@ -193,7 +221,14 @@ func (m *mcpRoute) stream(ctx context.Context, w http.ResponseWriter, resp *http
 		}
 		if err != nil {
 			why := "the upstream's stream ended without the call's response"
-			if !errors.Is(err, io.EOF) {
+			if t := callTimeout(0); errors.As(context.Cause(resp.Request.Context()), &t) {
+				why = "the upstream's stream gave no response to the call: " + t.Error()
+				// The caller is told, as on every other end without the
+				// tool's answer, rather than left waiting on a stream
+				// that will not carry it.
+				send(sseEvent{lines: [][]byte{[]byte("event: message")}}.with(
+					rpcResponse(c.id, toolResult(c.accepted, true, why+"; the call is canceled upstream, the hop is accepted, its outcome not known"))))
+			} else if !errors.Is(err, io.EOF) {
 				why = "the upstream's stream broke before the call's response: " + err.Error()
 			}
 			m.mu.Lock()

@@ -8,6 +8,7 @@ import (
 	"bufio"
 	"bytes"
 	"compress/gzip"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -312,4 +313,43 @@ func TestMCPReviewStalledCallerDoesNotHoldTheOutcome(t *testing.T) {
 		t.Fatalf("the upstream answered the call, but with the caller not reading the hop is still %s after 8 s (the gateway blocked writing to the caller)",
 			hostileRecord(t, r.gw, hop).State)
 	}
+}
+
+// TestMCPGatewayCallTimeout: a tools/call the upstream does not answer
+// within the route's call_timeout is canceled upstream; the caller gets
+// a tool error result carrying the recorded "accepted", and the hop
+// stays accepted, flagged unknown outcome (the tool may have done its
+// work: draft "Knowing the Outcome").
+func TestMCPGatewayCallTimeout(t *testing.T) {
+	r := newMCPRig(t, "without_handoff: reject, call_timeout: 1s")
+	hc, cs := r.connect(t, plannerToken, nil)
+	ctx := context.Background()
+	h, hop := r.offer(t, cs, "run the long tests")
+	start := time.Now()
+	rep, err := hc.Call(ctx, cs, call("block"), h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(start); took > 8*time.Second {
+		t.Errorf("the call took %s with a 1s call_timeout", took)
+	}
+	if rep.Result == nil || !rep.Result.IsError || !strings.Contains(resultText(rep.Result), "call_timeout (1s)") {
+		t.Fatalf("result %+v", rep.Result)
+	}
+	if rep.State != handoff.StateAccepted {
+		t.Errorf("the result carries %q, want the recorded accepted", rep.State)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for r.tools.stopped.Load() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the upstream's tool was never canceled:\n%s", r.logs)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	r.settled(t)
+	rec, err := r.gw.routes[0].delegate().Record(ctx, "https://planner.example", hop)
+	if err != nil || rec.State != store.Accepted {
+		t.Fatalf("record %+v %v", rec, err)
+	}
+	r.flagged(t, hop, store.FlagUnknownOutcome)
 }

@@ -577,7 +577,7 @@ func restartKeys(old, c *Config) []string {
 		for i := range c.Routes {
 			a, b := old.Routes[i], c.Routes[i]
 			if a.Name != b.Name || a.Protocol != b.Protocol || a.Path != b.Path || a.Upstream.String() != b.Upstream.String() ||
-				a.WithoutHandoff != b.WithoutHandoff || a.FailuresEffectFree != b.FailuresEffectFree {
+				a.WithoutHandoff != b.WithoutHandoff || a.FailuresEffectFree != b.FailuresEffectFree || a.CallTimeout != b.CallTimeout {
 				ks = append(ks, fmt.Sprintf("routes[%d]", i))
 			}
 		}
