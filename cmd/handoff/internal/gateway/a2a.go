@@ -58,6 +58,10 @@ type upstreamA2A struct {
 	// store, for the other replicas (tasks.go); the maps above are this
 	// replica's own, and are read first.
 	shared *sqlTasks
+	// stopped reads whether the hop's record says canceled or
+	// equivocated (nil: not asked), for a stop verified on another
+	// replica before this one knew the upstream task.
+	stopped func(ctx context.Context, iss, hop string) bool
 }
 
 func newUpstreamA2A(route string, client *a2aclient.Client, log *slog.Logger) *upstreamA2A {
@@ -526,6 +530,15 @@ func (u *upstreamA2A) noteTask(own, up a2a.TaskID, h *a2ahandoff.Hop) {
 	if err := u.shared.mapUpstream(ctx, own, up, iss, hop); err != nil {
 		// This replica still maps it; another could not cancel it.
 		u.log.Warn("noting the upstream task in the store", "route", u.route, "task", own, "upstream_task", up, "err", oneLine(err))
+		return
+	}
+	// A stop verified on another replica before the note found nothing
+	// to cancel; it marked the record first, so it is seen here. Taking
+	// the note is the claim (that replica may have taken it since).
+	if hop != "" && u.stopped != nil && u.stopped(ctx, iss, hop) {
+		if o, t, err := u.shared.takeHop(ctx, iss, hop); err == nil && t != "" {
+			go u.cancelTask(o, t)
+		}
 	}
 }
 

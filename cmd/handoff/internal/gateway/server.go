@@ -188,6 +188,10 @@ func (s *Server) newRoute(ctx context.Context, c *Config, res *Resources, rc Rou
 	up := newUpstreamA2A(rc.Name, client, s.log)
 	if s.tasksDB != nil {
 		up.shared = &sqlTasks{db: s.tasksDB, route: rc.Name}
+		up.stopped = func(ctx context.Context, iss, hop string) bool {
+			r, err := s.store.Get(ctx, iss, hop)
+			return err == nil && (r.Canceled || r.Equivocated)
+		}
 	}
 	up.took = s.metrics.upstreamLatency.WithLabelValues(rc.Name, "a2a")
 	o := c.Policy.Options(c.Identity.ID, liveKeys{s})
@@ -246,7 +250,7 @@ func (r *route) handler(s *Server) http.Handler {
 	}
 	h := a2ahandoff.NewHandler(r.x, opts...)
 	if r.upstream.shared != nil {
-		h = resubscribeAnywhere{RequestHandler: h, tasks: r.upstream.shared, life: r.upstream.life, slots: make(chan struct{}, maxFollowed)}
+		h = sharedTasksHandler{RequestHandler: h, tasks: r.upstream.shared, life: r.upstream.life, slots: make(chan struct{}, maxFollowed)}
 	}
 	rpc := a2ahandoff.StrictHandler(a2asrv.NewJSONRPCHandler(h))
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {

@@ -267,23 +267,66 @@ func (t *sqlTasks) takeCall(ctx context.Context, k store.HopKey) (*mcpCall, erro
 	return c, nil
 }
 
-// resubscribeAnywhere answers tasks/resubscribe on a replica that does
+// sharedTasksHandler is a route's a2a-go handler on a shared store. It
+// refuses a message into a task that runs (see running), and it answers
+// tasks/resubscribe on a replica that does
 // not run the task: a2a-go's event streams live in the memory of the
 // replica running it, so here the task is read from the shared store and
 // sent each time it changes (as whole Task events; read every
 // followEvery, as an upstream task is followed), until it ends or
 // waits for its caller, the caller goes away or the gateway closes.
-type resubscribeAnywhere struct {
+type sharedTasksHandler struct {
 	a2asrv.RequestHandler
 	tasks *sqlTasks
 	life  context.Context // ends when the gateway closes
 	slots chan struct{}   // one per task followed at once: each reads the store twice a second
 }
 
-// maxFollowed bounds the tasks a route follows in the store at once.
-const maxFollowed = 256
+// maxFollowed bounds the tasks a route follows in the store at once,
+// and followFor how long one is followed (a task left "working" by a
+// crash would be followed for ever).
+const (
+	maxFollowed = 256
+	followFor   = 10 * time.Minute
+)
 
-func (h resubscribeAnywhere) OnResubscribeToTask(ctx context.Context, p *a2a.TaskIDParams) iter.Seq2[a2a.Event, error] {
+// running refuses a message into a task that runs (submitted or
+// working): a2a-go refuses it on the replica running the task, but on
+// another it would append the message to the shared task and start a
+// second execution of its hop. It answers nil for a task that waits for
+// its caller, has ended, or is not stored (a2a-go then decides).
+func (h sharedTasksHandler) running(ctx context.Context, p *a2a.MessageSendParams) error {
+	if p == nil || p.Message == nil || p.Message.TaskID == "" {
+		return nil
+	}
+	task, _, err := h.tasks.Get(ctx, p.Message.TaskID)
+	if errors.Is(err, a2a.ErrTaskNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if s := task.Status.State; s == a2a.TaskStateSubmitted || s == a2a.TaskStateWorking {
+		return fmt.Errorf("gateway: task %s is %s; a message to it is taken once it waits for input: %w", task.ID, s, a2a.ErrInvalidRequest)
+	}
+	return nil
+}
+
+func (h sharedTasksHandler) OnSendMessage(ctx context.Context, p *a2a.MessageSendParams) (a2a.SendMessageResult, error) {
+	if err := h.running(ctx, p); err != nil {
+		return nil, err
+	}
+	return h.RequestHandler.OnSendMessage(ctx, p)
+}
+
+func (h sharedTasksHandler) OnSendMessageStream(ctx context.Context, p *a2a.MessageSendParams) iter.Seq2[a2a.Event, error] {
+	if err := h.running(ctx, p); err != nil {
+		return func(yield func(a2a.Event, error) bool) { yield(nil, err) }
+	}
+	return h.RequestHandler.OnSendMessageStream(ctx, p)
+}
+
+func (h sharedTasksHandler) OnResubscribeToTask(ctx context.Context, p *a2a.TaskIDParams) iter.Seq2[a2a.Event, error] {
 	return func(yield func(a2a.Event, error) bool) {
 		first := true
 		for ev, err := range h.RequestHandler.OnResubscribeToTask(ctx, p) {
@@ -307,7 +350,8 @@ func (h resubscribeAnywhere) OnResubscribeToTask(ctx context.Context, p *a2a.Tas
 			return
 		}
 		var seen a2a.TaskVersion
-		for {
+		until := time.Now().Add(followFor)
+		for time.Now().Before(until) {
 			task, v, err := h.tasks.Get(ctx, p.ID)
 			if err != nil {
 				yield(nil, err) // a2a.ErrTaskNotFound when no replica has it
