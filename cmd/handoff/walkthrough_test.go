@@ -53,15 +53,14 @@ func TestGatewayWalkthrough(t *testing.T) {
 			t.Fatalf("go build %s: %v\n%s", pkg, err, out)
 		}
 	}
-	// A folder of its own: the clone's testdata, and the sample config
+	// A folder of its own: the clone's example keys, and the sample config
 	// with a store of the test's own, brand-new as on a first run (the
 	// sample's store outlives runs, and a new one is what a newcomer has).
 	work := t.TempDir()
-	testdata, err := filepath.Abs("../../testdata")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Symlink(testdata, filepath.Join(work, "testdata")); err != nil {
+	// A copy of testdata/example, not a link: the walkthrough changes
+	// its keys' modes.
+	example := filepath.Join(work, "testdata", "example")
+	if err := os.CopyFS(example, os.DirFS("../../testdata/example")); err != nil {
 		t.Fatal(err)
 	}
 	sample, err := os.ReadFile("../../docs/gateway.yaml")
@@ -97,7 +96,8 @@ func TestGatewayWalkthrough(t *testing.T) {
 	defer outFile.Close()
 	cmd := exec.Command("bash", "-euo", "pipefail", "-c", strings.Join(script, "\n"))
 	cmd.Dir = work
-	cmd.Env = append(os.Environ(), "PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH"))
+	// TMPDIR: its mktemp folder is the test's to remove.
+	cmd.Env = append(os.Environ(), "PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH"), "TMPDIR="+t.TempDir())
 	// Its own process group, so that the servers it starts in the
 	// background stop with it; output to a file, so that waiting for the
 	// script does not wait for them.
