@@ -146,14 +146,16 @@ func restartPhase(ctx context.Context, bin string, workers, bodySize int, d time
 		}
 	}
 
-	begin := time.Now()
-	deadline := begin.Add(d)
+	// The load runs until a third of d after the last restart, so that
+	// both stops come under load however long a start takes.
+	var loading atomic.Bool
+	loading.Store(true)
 	var wg sync.WaitGroup
 	for range workers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for time.Now().Before(deadline) {
+			for loading.Load() {
 				o, err := m.freshOffer()
 				if err != nil {
 					fail(err)
@@ -167,10 +169,13 @@ func restartPhase(ctx context.Context, bin string, workers, bodySize int, d time
 		}()
 	}
 
-	// A drain at a third of the run, a crash at two thirds; each time a
-	// new gateway on the same store and address.
-	for i, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGKILL} {
-		time.Sleep(time.Until(begin.Add(d * time.Duration(i+1) / 3)))
+	// A drain after a third of d, a crash a third of d after the new
+	// gateway is ready; each time a new gateway on the same store and
+	// address.
+	downRetries := map[syscall.Signal]int64{}
+	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGKILL} {
+		time.Sleep(d / 3)
+		before := retries.Load()
 		if err := gw.stop(sig); err != nil && sig == syscall.SIGTERM {
 			fail(fmt.Errorf("restart: the drained gateway: %w", err))
 		}
@@ -180,10 +185,20 @@ func restartPhase(ctx context.Context, bin string, workers, bodySize int, d time
 			break
 		}
 		gw = next
+		downRetries[sig] = retries.Load() - before
 	}
+	time.Sleep(d / 3)
+	loading.Store(false)
 	wg.Wait()
 	if failure != nil {
 		return failure
+	}
+	// Each stop must have cut off requests (sent again after it), or the
+	// phase checked nothing.
+	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGKILL} {
+		if downRetries[sig] == 0 {
+			return fmt.Errorf("restart: no request was refused or cut off by the %s: the stop did not come under load", sig)
+		}
 	}
 
 	// Every offer once more, as a delegator that lost the reply asks
@@ -259,7 +274,7 @@ func checkRestart(ctx context.Context, db string, sent []sentOffer, up *ledger, 
 		}
 		total += n
 	}
-	fmt.Printf("\nrestart under load (%s; the gateway drained with SIGTERM at 1/3, killed with SIGKILL at 2/3, started again on the same store each time):\n", d)
+	fmt.Printf("\nrestart under load (%s; the gateway drained with SIGTERM, then killed with SIGKILL, each %s after the last start, and started again on the same store each time):\n", d, d/3)
 	fmt.Printf("  %d fresh offers sent, %d requests sent again while the gateway was down, then every offer sent once more\n", len(sent), retries)
 	fmt.Printf("  records: %d of %d hops (none lost): %d completed, %d left accepted by the crash and flagged 'unknown outcome'\n", len(sent), len(sent), completed, cutOff)
 	fmt.Printf("  upstream ran %d works for %d offers: none twice, every completed hop once: met\n", total, len(sent))
