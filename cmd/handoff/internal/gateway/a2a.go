@@ -55,7 +55,7 @@ type upstreamA2A struct {
 	took prometheus.Observer // the exchanges' time (nil: not observed)
 
 	// shared keeps the route's tasks and their upstream tasks in the
-	// store, for the other replicas (tasks.go); the maps above are this
+	// store, for the other replicas (shared.go); the maps above are this
 	// replica's own, and are read first.
 	shared *sqlTasks
 	// stopped reads whether the hop's record says canceled or

@@ -3,9 +3,7 @@ package gateway
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -14,85 +12,27 @@ import (
 	"github.com/a2aproject/a2a-go/a2a"
 	"github.com/a2aproject/a2a-go/a2aclient"
 
-	"github.com/quantumlearningmachines/handoff"
 	"github.com/quantumlearningmachines/handoff/a2ahandoff"
 	"github.com/quantumlearningmachines/handoff/delegator"
-	"github.com/quantumlearningmachines/handoff/store"
-	"github.com/quantumlearningmachines/handoff/store/postgres"
 )
 
 const malloryToken = "token-of-mallory-0123456789abcdef"
 
 // hostileReplicas is newReplicas, plus a client of each replica for a second
-// bearer token (another delegator, "mallory").
+// bearer token (another delegator, "mallory"), and wrappers around the
+// upstream.
 func hostileReplicas(t *testing.T, wrap ...func(http.Handler) http.Handler) (*replicas, []*a2aclient.Client) {
 	t.Helper()
-	dsn := postgresDatabase(t)
-	r := newRig(t, "reject")
-	for _, w := range wrap {
-		r.upstream.Config.Handler = w(r.upstream.Config.Handler)
-	}
-	ctx := context.Background()
-	pre, err := postgres.Open(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := pre.Forget(ctx, time.Now().Add(-time.Minute)); err != nil {
-		t.Fatal(err)
-	}
-	pre.Close()
-	doc := fmt.Sprintf(`listen: 127.0.0.1:0
-identity: {id: "https://coder.example", key_env: UNUSED}
-trust_file: trust.json
-store: %q
-routes:
-  - {name: coder, protocol: a2a, path: /coder/, upstream: %q, without_handoff: reject}
-`, dsn, r.upstream.URL+"/")
-	c, err := Parse([]byte(doc), t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	var urls []string
-	for i := range 2 {
-		log := slog.New(slog.NewTextHandler(r.logs, nil)).With("replica", i)
-		gw, err := New(ctx, c, &Resources{Signer: r.coder, Keys: r.keys, Tokens: map[string]string{
-			plannerToken: "https://planner.example", malloryToken: "https://mallory.example"}}, log)
-		if err != nil {
-			t.Fatal(err)
-		}
-		front := httptest.NewServer(gw.Handler())
-		t.Cleanup(func() { front.Close(); gw.Close() })
-		urls = append(urls, front.URL+"/coder/")
-	}
-	dl, err := delegator.New(delegator.Config{Me: "https://planner.example", Signer: r.planner, Keys: r.keys, Store: store.NewFirstMemory()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rr := &replicas{rig: r, dl: dl}
+	rr := newReplicasWith(t, map[string]string{plannerToken: "https://planner.example", malloryToken: "https://mallory.example"}, wrap...)
 	var mallory []*a2aclient.Client
-	for _, u := range urls {
-		ac, err := a2aclient.NewFromEndpoints(ctx, []a2a.AgentInterface{{URL: u, Transport: a2a.TransportProtocolJSONRPC}}, a2aclient.WithInterceptors(bearer{token: plannerToken}))
-		if err != nil {
-			t.Fatal(err)
-		}
-		rr.raw = append(rr.raw, ac)
-		cl, err := a2ahandoff.NewClient(ac, dl, a2ahandoff.ClientOptions{Encoding: handoff.JSON})
-		if err != nil {
-			t.Fatal(err)
-		}
-		rr.clients = append(rr.clients, cl)
-		mc, err := a2aclient.NewFromEndpoints(ctx, []a2a.AgentInterface{{URL: u, Transport: a2a.TransportProtocolJSONRPC}}, a2aclient.WithInterceptors(bearer{token: malloryToken}))
+	for _, u := range rr.urls {
+		mc, err := a2aclient.NewFromEndpoints(context.Background(), []a2a.AgentInterface{{URL: u, Transport: a2a.TransportProtocolJSONRPC}},
+			a2aclient.WithInterceptors(bearer{token: malloryToken}))
 		if err != nil {
 			t.Fatal(err)
 		}
 		mallory = append(mallory, mc)
 	}
-	st, err := postgres.Open(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	rr.store = st
 	return rr, mallory
 }
 

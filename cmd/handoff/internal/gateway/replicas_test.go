@@ -6,6 +6,7 @@ import (
 	"database/sql"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"os"
@@ -120,12 +121,23 @@ type replicas struct {
 	clients []*a2ahandoff.Client
 	raw     []*a2aclient.Client // the same, with no handoff
 	store   store.Store         // the shared store, read by the test
+	urls    []string            // each replica's route
 }
 
 func newReplicas(t *testing.T) *replicas {
 	t.Helper()
+	return newReplicasWith(t, map[string]string{plannerToken: "https://planner.example"})
+}
+
+// newReplicasWith is newReplicas with the gateways' inbound tokens, and
+// wrappers around the rig's upstream.
+func newReplicasWith(t *testing.T, tokens map[string]string, wrap ...func(http.Handler) http.Handler) *replicas {
+	t.Helper()
 	dsn := postgresDatabase(t)
 	r := newRig(t, "reject") // its upstream, keys and planner; its own gateway is not used
+	for _, w := range wrap {
+		r.upstream.Config.Handler = w(r.upstream.Config.Handler)
+	}
 	ctx := context.Background()
 	pre, err := postgres.Open(ctx, dsn)
 	if err != nil {
@@ -151,7 +163,7 @@ routes:
 	var urls []string
 	for i := range 2 {
 		log := slog.New(slog.NewTextHandler(r.logs, nil)).With("replica", i)
-		gw, err := New(ctx, c, &Resources{Signer: r.coder, Keys: r.keys, Tokens: map[string]string{plannerToken: "https://planner.example"}}, log)
+		gw, err := New(ctx, c, &Resources{Signer: r.coder, Keys: r.keys, Tokens: tokens}, log)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -184,7 +196,7 @@ routes:
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	return &replicas{rig: r, dl: dl, clients: clients, raw: raw, store: st}
+	return &replicas{rig: r, dl: dl, clients: clients, raw: raw, store: st, urls: urls}
 }
 
 // postgresDatabase is a fresh database on HANDOFF_TEST_POSTGRES (which

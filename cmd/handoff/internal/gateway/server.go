@@ -49,7 +49,7 @@ type Server struct {
 	certIDs atomic.Pointer[map[string]string]
 	jwt     atomic.Pointer[jwtVerifier] // nil: no inbound.jwt
 
-	tasksDB *sql.DB // PostgreSQL: where the A2A routes keep their tasks (tasks.go); nil on SQLite
+	tasksDB *sql.DB // PostgreSQL: where the A2A routes keep their tasks (shared.go); nil on SQLite
 
 	routes   []*route
 	handler  http.Handler
@@ -104,7 +104,7 @@ func New(ctx context.Context, c *Config, res *Resources, log *slog.Logger) (*Ser
 	}
 	s.store = meteredStore{Store: st, took: s.metrics.storeLatency, signed: s.metrics.signed}
 	if !strings.HasPrefix(c.Store, "sqlite:") {
-		// Replicas share PostgreSQL: their A2A tasks too (tasks.go).
+		// Replicas share PostgreSQL: their A2A tasks too (shared.go).
 		s.tasksDB = st.(store.SQLStore).DB()
 		if err := openTasks(ctx, s.tasksDB); err != nil {
 			s.store.Close()
@@ -639,7 +639,7 @@ func (s *Server) Drain(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// Sweep runs every delegate's sweeper, and the A2A tasks' (tasks.go),
+// Sweep runs every delegate's sweeper, and the shared tables' (shared.go),
 // until ctx ends.
 func (s *Server) Sweep(ctx context.Context, every time.Duration) {
 	go func() {
