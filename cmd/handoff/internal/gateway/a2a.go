@@ -252,7 +252,11 @@ func (e *exchange) take(ev a2a.Event) (done bool, err error) {
 		// ending the execution; what the work did is not known.
 		return true, e.lost(errors.New("the execution ended before the upstream's final event"))
 	}
-	st, err := e.u.write(e.ctx, e.rc, e.q, ev)
+	// The gateway's task has a state already when a2ahandoff accepted
+	// its hop ("working"), when it is a follow-up, or after the
+	// upstream's first: an upstream's "submitted" then is not a step back.
+	begun := e.hop != nil || e.rc.StoredTask != nil || e.last != ""
+	st, err := e.u.write(e.ctx, e.rc, e.q, ev, begun)
 	if err != nil {
 		return true, err
 	}
@@ -394,18 +398,26 @@ func eventState(ev a2a.Event) a2a.TaskState {
 }
 
 // write translates one upstream event and writes it as the gateway's,
-// and returns the task state it reports ("" when none).
-func (u *upstreamA2A) write(ctx context.Context, rc *a2asrv.RequestContext, q eventqueue.Queue, ev a2a.Event) (a2a.TaskState, error) {
+// and returns the task state it reports ("" when none). begun says the
+// gateway's task has a state already: the upstream's "submitted" (its
+// first word on a task it has just been given) is then written as
+// "working", so that no client, and no replica reading the shared task,
+// sees the task go back from working to submitted.
+func (u *upstreamA2A) write(ctx context.Context, rc *a2asrv.RequestContext, q eventqueue.Queue, ev a2a.Event, begun bool) (a2a.TaskState, error) {
 	outs, err := u.translate(rc, ev)
 	if err != nil {
 		return "", err
 	}
 	var state a2a.TaskState
 	for _, out := range outs {
+		st, ok := out.(*a2a.TaskStatusUpdateEvent)
+		if ok && begun && st.Status.State == a2a.TaskStateSubmitted {
+			st.Status.State = a2a.TaskStateWorking
+		}
 		if err := q.Write(ctx, out); err != nil {
 			return "", err
 		}
-		if st, ok := out.(*a2a.TaskStatusUpdateEvent); ok {
+		if ok {
 			state = st.Status.State // Execute forgets an ended task's mapping as it returns
 		}
 	}

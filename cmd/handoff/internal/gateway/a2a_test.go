@@ -427,6 +427,46 @@ func TestGatewayPassesWithoutHandoff(t *testing.T) {
 	}
 }
 
+// TestGatewayStatesGoForward: a streamed offer's task goes from the
+// gateway's "working" (the hop accepted) to the upstream's end without
+// a step back: the upstream's "submitted", its first word on the task it
+// was just given, is not written after "working" (a replica reading the
+// shared task, or a client, would see the task go back).
+func TestGatewayStatesGoForward(t *testing.T) {
+	r := newRigWith(t, "reject", true)
+	_, ac, dl := r.clientWith(t, plannerToken)
+	ctx := context.Background()
+	h, _, err := dl.Offer(ctx, delegator.Offer{Aud: "https://coder.example", Dialog: "ctx-forward", Work: "run the tests"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := msg("complete")
+	m.ContextID = "ctx-forward"
+	if err := a2ahandoff.AttachHandoff(m, h, handoff.JSON); err != nil {
+		t.Fatal(err)
+	}
+	var states []a2a.TaskState
+	for ev, err := range ac.SendStreamingMessage(ctx, &a2a.MessageSendParams{Message: m}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch e := ev.(type) {
+		case *a2a.Task:
+			states = append(states, e.Status.State)
+		case *a2a.TaskStatusUpdateEvent:
+			states = append(states, e.Status.State)
+		}
+	}
+	if len(states) < 2 || states[0] != a2a.TaskStateWorking || states[len(states)-1] != a2a.TaskStateCompleted {
+		t.Fatalf("states %v, want working first and completed last", states)
+	}
+	for i, st := range states {
+		if st == a2a.TaskStateSubmitted {
+			t.Errorf("state %d of %v is submitted, after working", i, states)
+		}
+	}
+}
+
 // TestGatewayCancel: the delegator's signed "canceled" is verified by the
 // gateway and becomes the upstream's tasks/cancel.
 func TestGatewayCancel(t *testing.T) {
