@@ -37,7 +37,7 @@ func hostileReplicas(t *testing.T, wrap ...func(http.Handler) http.Handler) (*re
 }
 
 // startBlocked starts a "block" task through replica 0 and waits until the
-// upstream runs it.
+// upstream runs it and the shared task says so.
 func startBlocked(t *testing.T, rr *replicas, dialog string) (a2a.TaskID, string) {
 	t.Helper()
 	ctx := context.Background()
@@ -56,6 +56,18 @@ func startBlocked(t *testing.T, rr *replicas, dialog string) (a2a.TaskID, string
 		t.Fatalf("no task: %+v", rep)
 	}
 	<-rr.agent.started
+	// The upstream runs the work before the gateway has written the
+	// upstream's "working" into the shared task: wait for that too, so
+	// that the tests start from a task every replica sees working.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		got, err := rr.raw[1].GetTask(ctx, &a2a.TaskQueryParams{ID: rep.Task.ID})
+		if err == nil && got.Status.State == a2a.TaskStateWorking {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the task is not working on replica 1 after 10 s: %s %v", taskState(got), err)
+		}
+	}
 	return rep.Task.ID, issued.Hop
 }
 
@@ -94,7 +106,7 @@ func TestReplicasForeignMessageIntoRunningTask(t *testing.T) {
 		}
 	}
 	if after.Status.State != a2a.TaskStateWorking {
-		t.Errorf("the task is %s", after.Status.State)
+		t.Errorf("the task is %s\n%s", after.Status.State, rr.logs)
 	}
 }
 

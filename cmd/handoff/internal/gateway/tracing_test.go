@@ -78,26 +78,39 @@ func attr(kv []*commonpb.KeyValue, key string) string {
 }
 
 // span is the one collected span whose name is name, after the
-// gateway's batched spans were sent.
+// gateway's batched spans were sent. A request's span ends after its
+// answer is written, so a caller can hold the answer before the span
+// has ended: the spans are flushed again until one is there (5 s).
 func (c *collector) span(t *testing.T, gw *Server, name string) collected {
 	t.Helper()
-	if err := gw.tracing.provider.ForceFlush(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
 	var found []collected
 	var names []string
-	for _, s := range c.spans {
-		names = append(names, s.span.Name)
-		if s.span.Name == name {
-			found = append(found, s)
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if err := gw.tracing.provider.ForceFlush(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		found, names = c.named(name)
+		if len(found) > 0 || time.Now().After(deadline) {
+			break
 		}
 	}
 	if len(found) != 1 {
 		t.Fatalf("%d spans named %q; the spans: %q", len(found), name, names)
 	}
 	return found[0]
+}
+
+// named is the collected spans whose name is name, and every span's name.
+func (c *collector) named(name string) (found []collected, names []string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, s := range c.spans {
+		names = append(names, s.span.Name)
+		if s.span.Name == name {
+			found = append(found, s)
+		}
+	}
+	return found, names
 }
 
 const (
