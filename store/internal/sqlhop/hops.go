@@ -55,7 +55,7 @@ func (s *DB) claimOne(ctx context.Context, r *store.Record) (*store.Record, bool
 			c := *r
 			return &c, true, nil
 		}
-		old, err := scanHop(s.db.QueryRowContext(ctx, s.q.get, r.Iss, r.Hop))
+		old, err := scanHop(s.hot.QueryRowContext(ctx, s.q.get, r.Iss, r.Hop))
 		if err == nil {
 			return old, false, nil
 		}
@@ -122,7 +122,7 @@ func (s *DB) Get(ctx context.Context, iss, hop string) (*store.Record, error) {
 	if err := s.open(); err != nil {
 		return nil, err
 	}
-	r, err := scanHop(s.db.QueryRowContext(ctx, s.q.get, iss, hop))
+	r, err := scanHop(s.hot.QueryRowContext(ctx, s.q.get, iss, hop))
 	if err != nil {
 		return nil, store.AtHop(err, iss, hop)
 	}
@@ -161,7 +161,7 @@ func (s *DB) Transition(ctx context.Context, m store.Move) error {
 	if err := s.open(); err != nil {
 		return err
 	}
-	if err := s.transition(ctx, s.db, m); err != nil {
+	if err := s.transition(ctx, s.hot, m); err != nil {
 		return store.AtHop(err, m.Iss, m.Hop)
 	}
 	return nil
@@ -230,7 +230,7 @@ func (s *DB) Release(ctx context.Context, iss, hop string, now time.Time) error 
 	} else if n == 1 {
 		return nil
 	}
-	r, err := scanHop(s.db.QueryRowContext(ctx, s.q.get, iss, hop))
+	r, err := scanHop(s.hot.QueryRowContext(ctx, s.q.get, iss, hop))
 	if err != nil {
 		return store.AtHop(err, iss, hop)
 	}

@@ -74,6 +74,10 @@ type DB struct {
 	// claimChecked unless a cancel is held for the offer
 	// (store.CheckedClaim).
 	claim, claimChecked *sql.Stmt
+	// hot runs the statements of every offer's path (a hop's read, its
+	// moves) prepared once: SQLite parses an unprepared statement anew on
+	// every call, which was half of a Get's time under load.
+	hot hot
 	// GroupCommit: the claims waiting for the commit in progress, and
 	// whether one is in progress (a leader is writing).
 	gmu     sync.Mutex
@@ -133,6 +137,13 @@ func (d Dialect) bind(q string) string {
 // Open wraps db, applying any migrations not yet applied. now stamps the
 // store's Since when the schema is created.
 func Open(ctx context.Context, db *sql.DB, d Dialect, now time.Time) (*DB, error) {
+	// database/sql keeps 2 idle connections by default: under concurrent
+	// offers every connection past the second was closed when released
+	// and opened anew for the next (a new PostgreSQL backend; a SQLite
+	// connection that reads the schema and prepares again), a fifth of a
+	// gateway's CPU under load. The number open stays unbounded, as
+	// before: a bound could starve a transaction that waits on a read.
+	db.SetMaxIdleConns(maxIdle)
 	s := &DB{db: db, d: d}
 	if err := s.migrate(ctx, now); err != nil {
 		return nil, err
@@ -182,11 +193,52 @@ func Open(ctx context.Context, db *sql.DB, d Dialect, now time.Time) (*DB, error
 		s.claim.Close()
 		return nil, fmt.Errorf("store: prepare claim: %w", err)
 	}
+	s.hot = hot{db: db, stmts: map[string]*sql.Stmt{}}
+	for _, q := range []string{s.q.get, s.q.transition, s.q.transitionKeep, s.q.transitionIf, s.q.transitionKeepIf} {
+		st, err := db.PrepareContext(ctx, q)
+		if err != nil {
+			s.hot.close()
+			s.claim.Close()
+			s.claimChecked.Close()
+			return nil, fmt.Errorf("store: prepare: %w", err)
+		}
+		s.hot.stmts[q] = st
+	}
 	if d.GroupCommit {
 		s.idle = sync.NewCond(&s.gmu)
 	}
 	return s, nil
 }
+
+// hot is the database with some statements prepared: a query it has
+// prepared runs as its statement, any other as given.
+type hot struct {
+	db    *sql.DB
+	stmts map[string]*sql.Stmt // read-only once Open returns
+}
+
+func (h hot) ExecContext(ctx context.Context, q string, args ...any) (sql.Result, error) {
+	if st := h.stmts[q]; st != nil {
+		return st.ExecContext(ctx, args...)
+	}
+	return h.db.ExecContext(ctx, q, args...)
+}
+
+func (h hot) QueryRowContext(ctx context.Context, q string, args ...any) *sql.Row {
+	if st := h.stmts[q]; st != nil {
+		return st.QueryRowContext(ctx, args...)
+	}
+	return h.db.QueryRowContext(ctx, q, args...)
+}
+
+func (h hot) close() {
+	for _, st := range h.stmts {
+		st.Close()
+	}
+}
+
+// maxIdle is how many connections the store keeps open between uses.
+const maxIdle = 16
 
 // DB returns the underlying database, for the caller's own tables.
 func (s *DB) DB() *sql.DB { return s.db }
@@ -295,6 +347,7 @@ func (s *DB) Close() error {
 	}
 	s.claim.Close()
 	s.claimChecked.Close()
+	s.hot.close()
 	return s.db.Close()
 }
 
