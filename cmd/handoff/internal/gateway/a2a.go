@@ -58,6 +58,8 @@ type upstreamA2A struct {
 	// store, for the other replicas (shared.go); the maps above are this
 	// replica's own, and are read first.
 	shared *sqlTasks
+	// mem keeps the route's tasks when nothing is shared (memtasks.go).
+	mem *memTasks
 	// stopped reads whether the hop's record says canceled or
 	// equivocated (nil: not asked), for a stop verified on another
 	// replica before this one knew the upstream task.

@@ -192,6 +192,8 @@ func (s *Server) newRoute(ctx context.Context, c *Config, res *Resources, rc Rou
 			r, err := s.store.Get(ctx, iss, hop)
 			return err == nil && (r.Canceled || r.Equivocated)
 		}
+	} else {
+		up.mem = newMemTasks()
 	}
 	up.took = s.metrics.upstreamLatency.WithLabelValues(rc.Name, "a2a")
 	o := c.Policy.Options(c.Identity.ID, liveKeys{s})
@@ -247,6 +249,8 @@ func (r *route) handler(s *Server) http.Handler {
 	opts := []a2asrv.RequestHandlerOption{a2asrv.WithCallInterceptor(bearerAuth{s: s})}
 	if r.upstream.shared != nil {
 		opts = append(opts, a2asrv.WithTaskStore(r.upstream.shared))
+	} else {
+		opts = append(opts, a2asrv.WithTaskStore(r.upstream.mem))
 	}
 	h := a2ahandoff.NewHandler(r.x, opts...)
 	if r.upstream.shared != nil {
