@@ -7,6 +7,10 @@
 //     at once; it ignores the handoff in the metadata);
 //   - nginx: the upstream behind Debian's nginx as a plain reverse proxy
 //     (one proxy hop with no checks at all), when -nginx names the binary;
+//   - pass: the upstream behind the same gateway on a route with
+//     without_handoff: pass, sent the same messages with no handoff: what
+//     the gateway's A2A machinery (a2a-go's server, task store and client)
+//     costs before any check, the floor under the gateway's figures;
 //   - gateway: the upstream behind handoff serve's gateway (SQLite store),
 //     which verifies each offer and records each fresh one durably.
 //
@@ -161,8 +165,8 @@ func run(duration time.Duration, workers, bodySize int, nginxBin string, freshSh
 		return err
 	}
 	pre.Close()
-	c, err := gateway.Parse(fmt.Appendf(nil, "listen: 127.0.0.1:0\nidentity: {id: %q, key_env: UNUSED}\ntrust_file: trust.json\nstore: sqlite:%s\nroutes:\n  - {name: coder, protocol: a2a, path: /, upstream: %q}\n",
-		coder, db, upURL+"/"), dir)
+	c, err := gateway.Parse(fmt.Appendf(nil, "listen: 127.0.0.1:0\nidentity: {id: %q, key_env: UNUSED}\ntrust_file: trust.json\nstore: sqlite:%s\nroutes:\n  - {name: plain, protocol: a2a, path: /plain/, upstream: %q, without_handoff: pass}\n  - {name: coder, protocol: a2a, path: /, upstream: %q}\n",
+		coder, db, upURL+"/", upURL+"/"), dir)
 	if err != nil {
 		return err
 	}
@@ -187,7 +191,7 @@ func run(duration time.Duration, workers, bodySize int, nginxBin string, freshSh
 		defer stop()
 		targets = append(targets, target{name: "nginx", url: nURL + "/"})
 	}
-	targets = append(targets, target{name: "gateway", url: gwURL + "/", checked: true})
+	targets = append(targets, target{name: "pass", url: gwURL + "/plain/", plain: true}, target{name: "gateway", url: gwURL + "/", checked: true})
 
 	text := strings.Repeat("x", bodySize)
 	mix := &mix{text: text, planner: plannerKey, forger: forger, fresh: freshShare}
@@ -209,8 +213,9 @@ func run(duration time.Duration, workers, bodySize int, nginxBin string, freshSh
 			return fmt.Errorf("%s: peak: %w", t.name, err)
 		}
 		t.peak = res
-		if t.checked {
-			// Every fresh offer ran upstream once; nothing else did.
+		if t.checked || t.plain {
+			// Every fresh offer (every plain message) ran upstream once;
+			// nothing else did.
 			if ran := up.runs.Load() - before; ran != res.fresh {
 				return fmt.Errorf("gateway: the upstream ran %d times for %d fresh offers (%d requests)", ran, res.fresh, res.n)
 			}
@@ -274,6 +279,7 @@ type target struct {
 	name    string
 	url     string
 	checked bool // the gateway: its answers are checked, not just counted
+	plain   bool // sent messages with no handoff (the pass route)
 	peak    *result
 	paced   *result
 }
@@ -296,6 +302,7 @@ const (
 	kindFresh kind = iota
 	kindRetrans
 	kindForged
+	kindPlain // a message with no handoff, for the pass route
 )
 
 type request struct {
@@ -341,6 +348,21 @@ func (m *mix) prepare(n int) ([]request, error) {
 	return reqs, nil
 }
 
+// preparePlain makes n message/send requests with no handoff.
+func (m *mix) preparePlain(n int) ([]request, error) {
+	reqs := make([]request, n)
+	for i := range reqs {
+		msg := a2a.NewMessage(a2a.MessageRoleUser, a2a.TextPart{Text: m.text})
+		msg.ContextID = "bench"
+		b, err := m.envelope(msg)
+		if err != nil {
+			return nil, err
+		}
+		reqs[i] = request{kind: kindPlain, body: b}
+	}
+	return reqs, nil
+}
+
 // body is a message/send request carrying a new offer signed by s.
 func (m *mix) body(s *handoff.Signer) ([]byte, error) {
 	now := time.Now().Unix()
@@ -353,6 +375,11 @@ func (m *mix) body(s *handoff.Signer) ([]byte, error) {
 	if err := a2ahandoff.AttachHandoff(msg, &handoff.Handoff{Offer: el}, handoff.JSON); err != nil {
 		return nil, err
 	}
+	return m.envelope(msg)
+}
+
+// envelope is the JSON-RPC message/send request carrying msg.
+func (m *mix) envelope(msg *a2a.Message) ([]byte, error) {
 	return json.Marshal(map[string]any{
 		"jsonrpc": "2.0", "id": m.seq.Add(1), "method": "message/send",
 		"params": a2a.MessageSendParams{Message: msg},
@@ -397,7 +424,11 @@ func load(ctx context.Context, client *http.Client, t *target, m *mix, workers i
 	deadline := time.Now().Add(d)
 	var busy time.Duration // the rounds' time, without preparing them
 	for time.Now().Before(deadline) {
-		reqs, err := m.prepare(estimate)
+		prepare := m.prepare
+		if t.plain {
+			prepare = m.preparePlain
+		}
+		reqs, err := prepare(estimate)
 		if err != nil {
 			return nil, err
 		}
@@ -426,9 +457,9 @@ func load(ctx context.Context, client *http.Client, t *target, m *mix, workers i
 			res.n++
 			res.lat = append(res.lat, lat)
 			switch r.kind {
-			case kindFresh:
+			case kindFresh, kindPlain:
 				res.fresh++
-				if t.checked { // retransmissions are of offers the gateway has seen
+				if t.checked && r.kind == kindFresh { // retransmissions are of offers the gateway has seen
 					m.remember(r.body)
 				}
 			case kindRetrans:
@@ -508,10 +539,13 @@ func post(ctx context.Context, client *http.Client, t *target, r request) error 
 	if err := json.Unmarshal(b, &env); err != nil || env.Error != nil || env.Result == nil {
 		return fmt.Errorf("not a JSON-RPC result: %.300s", b)
 	}
+	res := string(env.Result)
+	if t.plain && strings.Contains(res, a2ahandoff.Key) {
+		return fmt.Errorf("a handoff in the answer to a message with none: %.300s", res)
+	}
 	if !t.checked {
 		return nil
 	}
-	res := string(env.Result)
 	switch r.kind {
 	case kindForged:
 		if !strings.Contains(res, `"rejected"`) {
