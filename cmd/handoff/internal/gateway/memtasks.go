@@ -3,9 +3,6 @@ package gateway
 import (
 	"container/list"
 	"context"
-	"encoding/json"
-	"errors"
-	"fmt"
 	"sync"
 	"time"
 
@@ -57,12 +54,9 @@ func newMemTasks() *memTasks {
 // concurrency: prev names the version the writer read, and another
 // version stored in between is a2a.ErrConcurrentTaskModification.
 func (m *memTasks) Save(_ context.Context, task *a2a.Task, _ a2a.Event, _ *a2a.Task, prev a2a.TaskVersion) (a2a.TaskVersion, error) {
-	if task == nil || task.ID == "" {
-		return a2a.TaskVersionMissing, errors.New("gateway: a task to store needs an id")
-	}
-	b, err := json.Marshal(task)
+	b, err := taskJSON(task)
 	if err != nil {
-		return a2a.TaskVersionMissing, fmt.Errorf("gateway: task %s: %w", task.ID, err)
+		return a2a.TaskVersionMissing, err
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -112,17 +106,16 @@ func (m *memTasks) Get(_ context.Context, id a2a.TaskID) (*a2a.Task, a2a.TaskVer
 	if b == nil {
 		return nil, a2a.TaskVersionMissing, a2a.ErrTaskNotFound
 	}
-	var task a2a.Task
-	if err := json.Unmarshal(b, &task); err != nil {
-		return nil, a2a.TaskVersionMissing, fmt.Errorf("gateway: task %s as stored: %w", id, err)
+	task, err := taskFromJSON(id, b)
+	if err != nil {
+		return nil, a2a.TaskVersionMissing, err
 	}
-	return &task, v, nil
+	return task, v, nil
 }
 
-// List refuses, as sqlTasks does (and a2a-go's memory store, given no
-// way to tell callers apart): a gateway's tasks are every delegator's.
+// List refuses (errNoList).
 func (m *memTasks) List(context.Context, *a2a.ListTasksRequest) (*a2a.ListTasksResponse, error) {
-	return nil, fmt.Errorf("gateway: tasks/list is not offered (a task is read by its id): %w", a2a.ErrUnauthenticated)
+	return nil, errNoList
 }
 
 // len is how many tasks are kept.

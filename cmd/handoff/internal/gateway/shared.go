@@ -21,12 +21,13 @@ import (
 // any replica can serve any request (no sticky sessions).
 //
 // On a PostgreSQL store the A2A routes keep their tasks in its database,
-// not in a2a-go's memory: replicas on one store then serve each other's
+// not in the process's memory: replicas on one store then serve each other's
 // tasks (tasks/get, and tasks/cancel with the delegator's signed
 // "canceled", on any replica: no sticky sessions), and a restarted
 // gateway still answers for the tasks it made. On SQLite (one process)
-// they stay in memory: each task event would be a transaction with an
-// fsync, which halved the gateway's peak rate in scripts/bench-gateway.sh. Beside each running task, the upstream
+// they stay in memory (memtasks.go): each task event would be a
+// transaction with an fsync, which halved the gateway's peak rate in
+// scripts/bench-gateway.sh. Beside each running task, the upstream
 // task behind it and the hop it carries, so that a cancel verified on
 // one replica reaches the upstream task another one started.
 //
@@ -113,12 +114,9 @@ func q(query string) string {
 // between is a2a.ErrConcurrentTaskModification), as its memory store
 // does.
 func (t *sqlTasks) Save(ctx context.Context, task *a2a.Task, _ a2a.Event, _ *a2a.Task, prev a2a.TaskVersion) (a2a.TaskVersion, error) {
-	if task == nil || task.ID == "" {
-		return a2a.TaskVersionMissing, errors.New("gateway: a task to store needs an id")
-	}
-	b, err := json.Marshal(task)
+	b, err := taskJSON(task)
 	if err != nil {
-		return a2a.TaskVersionMissing, fmt.Errorf("gateway: task %s: %w", task.ID, err)
+		return a2a.TaskVersionMissing, err
 	}
 	now := time.Now().UnixMilli()
 	var v int64
@@ -159,18 +157,43 @@ func (t *sqlTasks) Get(ctx context.Context, id a2a.TaskID) (*a2a.Task, a2a.TaskV
 	if err != nil {
 		return nil, a2a.TaskVersionMissing, fmt.Errorf("gateway: reading task %s: %w", id, err)
 	}
-	var task a2a.Task
-	if err := json.Unmarshal([]byte(b), &task); err != nil {
-		return nil, a2a.TaskVersionMissing, fmt.Errorf("gateway: task %s as stored: %w", id, err)
+	task, err := taskFromJSON(id, []byte(b))
+	if err != nil {
+		return nil, a2a.TaskVersionMissing, err
 	}
-	return &task, a2a.TaskVersion(v), nil
+	return task, a2a.TaskVersion(v), nil
 }
 
-// List refuses, as a2a-go's memory store does when it is given no way
-// to tell callers apart: a gateway's tasks are every delegator's, and
-// listing them to any caller would show each one the others' work.
+// List refuses (errNoList).
 func (t *sqlTasks) List(context.Context, *a2a.ListTasksRequest) (*a2a.ListTasksResponse, error) {
-	return nil, fmt.Errorf("gateway: tasks/list is not offered (a task is read by its id): %w", a2a.ErrUnauthenticated)
+	return nil, errNoList
+}
+
+// errNoList is the task stores' answer to tasks/list, as a2a-go's memory
+// store answers when it is given no way to tell callers apart: a
+// gateway's tasks are every delegator's, and listing them to any caller
+// would show each one the others' work.
+var errNoList = fmt.Errorf("gateway: tasks/list is not offered (a task is read by its id): %w", a2a.ErrUnauthenticated)
+
+// taskJSON is a task as the task stores keep it.
+func taskJSON(task *a2a.Task) ([]byte, error) {
+	if task == nil || task.ID == "" {
+		return nil, errors.New("gateway: a task to store needs an id")
+	}
+	b, err := json.Marshal(task)
+	if err != nil {
+		return nil, fmt.Errorf("gateway: task %s: %w", task.ID, err)
+	}
+	return b, nil
+}
+
+// taskFromJSON reads a task as taskJSON made it.
+func taskFromJSON(id a2a.TaskID, b []byte) (*a2a.Task, error) {
+	var task a2a.Task
+	if err := json.Unmarshal(b, &task); err != nil {
+		return nil, fmt.Errorf("gateway: task %s as stored: %w", id, err)
+	}
+	return &task, nil
 }
 
 // mapUpstream notes the upstream task behind the gateway's task own,
