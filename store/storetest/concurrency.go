@@ -116,6 +116,73 @@ func testConcurrentTransition(t *testing.T, s store.Store) {
 	}
 }
 
+// Claims and moves of many hops at once, as a loaded delegate makes them
+// (a store may write them together in one commit): each gets its own
+// answer. Every move of a recorded hop lands with its own status, every
+// new claim is stored, and a move of a hop not recorded (ErrNotFound) or
+// from the wrong state (ErrConflict) fails alone, not its neighbours.
+func testConcurrentClaimsAndMoves(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	const n = 24
+	want := make([]*store.Record, n)
+	for i := range n {
+		want[i] = put(t, s, fmt.Sprintf("mix-%d", i), store.Accepted)
+	}
+	moved, wrong, missing := make([]error, n), make([]error, n), make([]error, n)
+	claimed := make([]bool, n)
+	claimErrs := make([]error, n)
+	fresh := make([]*store.Record, n)
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range n {
+		hop := fmt.Sprintf("mix-%d", i)
+		fresh[i] = NewRecord(fmt.Sprintf("mix-new-%d", i), store.Accepted, i)
+		r := copyRecord(fresh[i])
+		wg.Go(func() {
+			<-start
+			moved[i] = s.Transition(ctx, store.Move{Iss: Iss, Hop: hop, From: store.Accepted, To: store.Completed,
+				Status: Status(hop + "/completed"), Form: handoff.FormJWS, Now: Base.Add(time.Duration(i+1) * time.Second)})
+		})
+		wg.Go(func() {
+			<-start
+			_, claimed[i], claimErrs[i] = s.Claim(ctx, r)
+		})
+		wg.Go(func() {
+			<-start
+			// From a state no hop here is in.
+			wrong[i] = s.Transition(ctx, store.Move{Iss: Iss, Hop: hop, From: store.Received, To: store.Rejected,
+				Status: Status(hop + "/rejected"), Form: handoff.FormJWS, Now: Base})
+		})
+		wg.Go(func() {
+			<-start
+			missing[i] = s.Transition(ctx, store.Move{Iss: Iss, Hop: fmt.Sprintf("mix-none-%d", i), From: store.Accepted, To: store.Failed,
+				Status: Status("none"), Form: handoff.FormJWS, Now: Base})
+		})
+	}
+	close(start)
+	wg.Wait()
+	for i := range n {
+		hop := fmt.Sprintf("mix-%d", i)
+		if moved[i] != nil {
+			t.Errorf("move of %s: %v", hop, moved[i])
+		}
+		if claimErrs[i] != nil || !claimed[i] {
+			t.Errorf("claim of %s: stored %v, %v", fresh[i].Hop, claimed[i], claimErrs[i])
+		}
+		if !errors.Is(wrong[i], store.ErrConflict) {
+			t.Errorf("move of %s from received: %v, want ErrConflict", hop, wrong[i])
+		}
+		var he *store.HopError
+		if !errors.Is(missing[i], store.ErrNotFound) || !errors.As(missing[i], &he) || he.Hop != fmt.Sprintf("mix-none-%d", i) {
+			t.Errorf("move of an unrecorded hop: %v, want ErrNotFound naming it", missing[i])
+		}
+		w := want[i]
+		w.State, w.Status, w.StatusForm, w.Decided = store.Completed, Status(hop+"/completed"), handoff.FormJWS, Base.Add(time.Duration(i+1)*time.Second)
+		checkGet(t, s, hop, w)
+		checkGet(t, s, fresh[i].Hop, fresh[i])
+	}
+}
+
 // --- Close -----------------------------------------------------------------
 
 // After Close, every method fails with ErrClosed.

@@ -74,6 +74,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"ForgetDropsHopsKeepsFlagsMovesSince", testForget},
 		{"ConcurrentClaimOneWinner", testConcurrentClaim},
 		{"ConcurrentTransitionOneWinner", testConcurrentTransition},
+		{"ConcurrentClaimsAndMovesEachAnswered", testConcurrentClaimsAndMoves},
 		{"ClosedStoreReturnsErrClosed", testClosed},
 	}
 	tests = append(tests, heldTests...) // held.go

@@ -11,9 +11,12 @@ import (
 	"github.com/quantumlearningmachines/handoff/store"
 )
 
+// claimReq is one write waiting for the group commit: a claim (r) or a
+// move (m, store.Store.Transition).
 type claimReq struct {
 	ctx   context.Context
 	r     *store.Record
+	m     *store.Move
 	reply chan claimRes
 }
 
@@ -28,20 +31,22 @@ type claimRes struct {
 const maxBatch = 256
 
 // group is the group commit (leader and followers, no goroutine of its
-// own). A claim arriving while no commit is in progress leads: it writes
-// itself, alone, in one autocommit statement on its own goroutine, so a
-// lone sender pays no hand-off to another goroutine (on a virtual
-// machine, waking an idle CPU for it costs tens of microseconds). Claims
-// arriving meanwhile wait; when the leader's commit returns, it passes
-// the lead, with every claim then waiting, to the first of them, which
-// writes them all in one transaction. Each claim is answered only after
-// the commit that holds it.
-func (s *DB) group(ctx context.Context, r *store.Record) (*store.Record, bool, error) {
-	req := claimReq{ctx: ctx, r: r}
+// own), for claims and moves alike. A write arriving while no commit is
+// in progress leads: it writes itself, alone, in one autocommit statement
+// on its own goroutine, so a lone sender pays no hand-off to another
+// goroutine (on a virtual machine, waking an idle CPU for it costs tens of
+// microseconds). Writes arriving meanwhile wait; when the leader's commit
+// returns, it passes the lead, with every write then waiting, to the
+// first of them, which writes them all in one transaction. Each write is
+// answered only after the commit that holds it. Moves share the commit
+// because each fresh offer's outcome is a move: written one by one, the
+// outcomes of concurrent offers queued behind one another, an fsync each
+// (SQLite has one writer).
+func (s *DB) group(req claimReq) claimRes {
 	s.gmu.Lock()
 	if s.closed.Load() {
 		s.gmu.Unlock()
-		return nil, false, store.ErrClosed
+		return claimRes{err: store.ErrClosed}
 	}
 	if s.leading {
 		req.reply = make(chan claimRes, 1)
@@ -51,7 +56,7 @@ func (s *DB) group(ctx context.Context, r *store.Record) (*store.Record, bool, e
 		// may be written, and the caller must know.
 		res := <-req.reply
 		if res.lead == nil {
-			return res.rec, res.stored, res.err
+			return res
 		}
 		return s.lead(res.lead)
 	}
@@ -63,7 +68,7 @@ func (s *DB) group(ctx context.Context, r *store.Record) (*store.Record, bool, e
 // lead commits batch, whose first claim is the caller's, answers the
 // others in it, and passes the lead on to the claims that arrived
 // meanwhile.
-func (s *DB) lead(batch []claimReq) (*store.Record, bool, error) {
+func (s *DB) lead(batch []claimReq) claimRes {
 	results := s.commitBatch(batch)
 	mine := results[0]
 	for i := 1; i < len(batch); i++ {
@@ -80,19 +85,14 @@ func (s *DB) lead(batch []claimReq) (*store.Record, bool, error) {
 		next[0].reply <- claimRes{lead: next}
 	}
 	s.gmu.Unlock()
-	return mine.rec, mine.stored, mine.err
+	return mine
 }
 
 // commitBatch writes batch and returns each claim's answer.
 func (s *DB) commitBatch(batch []claimReq) []claimRes {
 	if len(batch) == 1 {
 		// Alone: one autocommit statement, no BEGIN and COMMIT round trips.
-		req := batch[0]
-		if err := req.ctx.Err(); err != nil {
-			return []claimRes{{err: store.AtHop(fmt.Errorf("store: claim: %w", err), req.r.Iss, req.r.Hop)}}
-		}
-		rec, stored, err := s.claimOne(req.ctx, req.r)
-		return []claimRes{{rec: rec, stored: stored, err: err}}
+		return []claimRes{s.writeOne(batch[0])}
 	}
 	results := make([]claimRes, len(batch))
 	committing, err := s.claimBatch(batch, results)
@@ -102,24 +102,51 @@ func (s *DB) commitBatch(batch []claimReq) []claimRes {
 			// Committed, or given up before the batch was written.
 		case committing:
 			// The commit itself failed: whether it took effect is not
-			// known, so no claim may be retried as if it had not (a retry
+			// known, so no write may be retried as if it had not (a retry
 			// would find the claim's own record and call it someone
 			// else's). Each caller gets the error, as from a single
 			// statement whose commit failed.
-			results[i] = claimRes{err: store.AtHop(fmt.Errorf("store: claim: %w", err), req.r.Iss, req.r.Hop)}
+			results[i] = claimRes{err: req.failed(err)}
 		default:
 			// A statement failed and the batch was rolled back: nothing of
 			// it is written. One bad record (or a deadlock with another
-			// replica's batch) must not fail its neighbours, so each claim
+			// replica's batch) must not fail its neighbours, so each write
 			// is made alone and gets its own answer.
-			rec, stored, err := s.claimOne(req.ctx, req.r)
-			results[i] = claimRes{rec: rec, stored: stored, err: err}
+			results[i] = s.writeOne(req)
 		}
 	}
 	return results
 }
 
 type hopKey struct{ iss, hop string }
+
+// writeOne makes one write alone.
+func (s *DB) writeOne(req claimReq) claimRes {
+	if err := req.ctx.Err(); err != nil {
+		return claimRes{err: req.failed(err)}
+	}
+	if req.m != nil {
+		return claimRes{err: s.moveOne(req.ctx, *req.m)}
+	}
+	rec, stored, err := s.claimOne(req.ctx, req.r)
+	return claimRes{rec: rec, stored: stored, err: err}
+}
+
+// failed is the error of a write that err kept from being made, or whose
+// commit failed with err.
+func (req claimReq) failed(err error) error {
+	if req.m != nil {
+		return store.AtHop(fmt.Errorf("store: transition: %w", err), req.m.Iss, req.m.Hop)
+	}
+	return store.AtHop(fmt.Errorf("store: claim: %w", err), req.r.Iss, req.r.Hop)
+}
+
+// moveAnswer reports whether err, from a move made in a batch, is the
+// move's own answer (the hop is not where the move starts, or is not
+// there), the batch going on, rather than a failed statement.
+func moveAnswer(err error) bool {
+	return errors.Is(err, store.ErrConflict) || errors.Is(err, store.ErrNotFound)
+}
 
 // claimBatch claims the batch in one transaction: one multi-row
 // insert-if-absent of the distinct (iss, hop) pairs, in key order (so two
@@ -142,10 +169,14 @@ func (s *DB) claimBatch(batch []claimReq, results []claimRes) (committing bool, 
 	}
 	first := make(map[hopKey]int, len(batch))
 	ins := make([]int, 0, len(batch))
-	var rest, refused []int
+	var rest, refused, moves []int
 	for i, req := range batch {
 		if err := req.ctx.Err(); err != nil {
-			results[i].err = store.AtHop(fmt.Errorf("store: claim: %w", err), req.r.Iss, req.r.Hop) // given up: not written
+			results[i].err = req.failed(err) // given up: not written
+			continue
+		}
+		if req.m != nil {
+			moves = append(moves, i)
 			continue
 		}
 		k := hopKey{req.r.Iss, req.r.Hop}
@@ -224,6 +255,34 @@ func (s *DB) claimBatch(batch []claimReq, results []claimRes) (committing bool, 
 			return false, err
 		}
 	}
+	// The moves after the claims, in key order (a move of a hop claimed
+	// in this batch cannot be among them: its caller waits for the
+	// claim's commit), so that two replicas' batches lock rows in one
+	// order; two moves of one hop keep their order of arrival, and the
+	// second meets the first's state, as one after the other alone.
+	slices.SortStableFunc(moves, func(a, b int) int {
+		ma, mb := batch[a].m, batch[b].m
+		if c := strings.Compare(ma.Iss, mb.Iss); c != 0 {
+			return c
+		}
+		return strings.Compare(ma.Hop, mb.Hop)
+	})
+	// A move's own answer (a conflict) is given only with the commit: if a
+	// later statement fails, every write is made again alone, this move
+	// too, since the moves before it in the batch were rolled back.
+	answers := map[int]error{}
+	for _, i := range moves {
+		m := batch[i].m
+		if err := s.transition(ctx, tx, *m); err != nil {
+			if !moveAnswer(err) {
+				return false, err
+			}
+			answers[i] = store.AtHop(err, m.Iss, m.Hop)
+		}
+	}
+	for i, err := range answers {
+		results[i] = claimRes{err: err}
+	}
 	return true, tx.Commit()
 }
 
@@ -238,7 +297,7 @@ func (s *DB) batchHeld(ctx context.Context, tx *sql.Tx, batch []claimReq) (func(
 	var iss, algs []string
 	var digests [][]byte
 	for _, q := range batch {
-		if store.CheckedClaim(q.r) {
+		if q.r != nil && store.CheckedClaim(q.r) {
 			iss, algs, digests = append(iss, q.r.Iss), append(algs, q.r.Digest.Alg), append(digests, q.r.Digest.Val)
 		}
 	}

@@ -30,7 +30,8 @@ func (s *DB) Claim(ctx context.Context, r *store.Record) (*store.Record, bool, e
 	if s.idle == nil {
 		return s.claimOne(ctx, r)
 	}
-	return s.group(ctx, r)
+	res := s.group(claimReq{ctx: ctx, r: r})
+	return res.rec, res.stored, res.err
 }
 
 // claimOne inserts the record if absent, in one autocommit statement
@@ -161,6 +162,14 @@ func (s *DB) Transition(ctx context.Context, m store.Move) error {
 	if err := s.open(); err != nil {
 		return err
 	}
+	if s.idle == nil {
+		return s.moveOne(ctx, m)
+	}
+	return s.group(claimReq{ctx: ctx, m: &m}).err
+}
+
+// moveOne makes the move alone, in one autocommit statement.
+func (s *DB) moveOne(ctx context.Context, m store.Move) error {
 	if err := s.transition(ctx, s.hot, m); err != nil {
 		return store.AtHop(err, m.Iss, m.Hop)
 	}

@@ -59,6 +59,13 @@ type Dialect struct {
 	// takes the hopCols' values and returns the count of rows inserted. Unset, the claim is one INSERT ... SELECT ...
 	// WHERE NOT EXISTS, which writes under SQLite's one write lock.
 	ClaimChecked string
+	// PrepareHot: prepare the statements every offer runs once, at Open
+	// (SQLite's driver parses each unprepared statement anew). Unset
+	// (PostgreSQL), the driver's own statement cache serves, which also
+	// prepares again when a migration by a newer replica changes a
+	// column's type, where a statement prepared here would fail until
+	// its connection closed.
+	PrepareHot bool
 }
 
 // DB is a store.Store over database/sql.
@@ -75,8 +82,9 @@ type DB struct {
 	// (store.CheckedClaim).
 	claim, claimChecked *sql.Stmt
 	// hot runs the statements of every offer's path (a hop's read, its
-	// moves) prepared once: SQLite parses an unprepared statement anew on
-	// every call, which was half of a Get's time under load.
+	// moves) prepared once where the dialect says so (PrepareHot):
+	// SQLite parses an unprepared statement anew on every call, which
+	// was half of a Get's time under load.
 	hot hot
 	// GroupCommit: the claims waiting for the commit in progress, and
 	// whether one is in progress (a leader is writing).
@@ -194,7 +202,11 @@ func Open(ctx context.Context, db *sql.DB, d Dialect, now time.Time) (*DB, error
 		return nil, fmt.Errorf("store: prepare claim: %w", err)
 	}
 	s.hot = hot{db: db, stmts: map[string]*sql.Stmt{}}
-	for _, q := range []string{s.q.get, s.q.transition, s.q.transitionKeep, s.q.transitionIf, s.q.transitionKeepIf} {
+	hotQueries := []string{s.q.get, s.q.transition, s.q.transitionKeep, s.q.transitionIf, s.q.transitionKeepIf}
+	if !d.PrepareHot {
+		hotQueries = nil
+	}
+	for _, q := range hotQueries {
 		st, err := db.PrepareContext(ctx, q)
 		if err != nil {
 			s.hot.close()
