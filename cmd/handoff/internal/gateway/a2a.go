@@ -231,8 +231,12 @@ type exchange struct {
 	sctx context.Context // the exchange's: outlives ctx, ends with the gateway
 	hop  *a2ahandoff.Hop // nil for a task without a handoff
 
-	last  a2a.TaskState // the last state written
-	final atomic.Bool   // a final event was written: the task ended or paused
+	last a2a.TaskState // the last state written
+	// upLast is the upstream's last state as it said it: follow asks
+	// again until it changes (last may say "working" where the upstream
+	// still says "submitted", and would then never match).
+	upLast a2a.TaskState
+	final  atomic.Bool // a final event was written: the task ended or paused
 }
 
 func (e *exchange) sctxDone() bool { return e.sctx.Err() != nil }
@@ -268,6 +272,9 @@ func (e *exchange) take(ev a2a.Event) (done bool, err error) {
 	}
 	if st != "" {
 		e.last = st
+	}
+	if s := eventState(ev); s != "" {
+		e.upLast = s
 	}
 	if e.last.Terminal() || e.paused() {
 		e.final.Store(true)
@@ -446,6 +453,9 @@ func (e *exchange) follow() error {
 	if e.last == "" {
 		e.last = a2a.TaskStateWorking
 	}
+	if e.upLast == "" {
+		e.upLast = e.last
+	}
 	failed := 0
 	for {
 		up := e.u.upstreamTask(e.rc.TaskID)
@@ -465,7 +475,7 @@ func (e *exchange) follow() error {
 			continue
 		}
 		failed = 0
-		if !a2ahandoff.Stopped(e.ctx) && t.Status.State == e.last {
+		if !a2ahandoff.Stopped(e.ctx) && t.Status.State == e.upLast {
 			continue // nothing new to say
 		}
 		if done, err := e.take(t); done || err != nil {

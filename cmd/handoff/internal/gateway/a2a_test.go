@@ -523,3 +523,46 @@ func TestGatewayCard(t *testing.T) {
 		t.Fatalf("card: %s", s)
 	}
 }
+
+// TestGatewayCancelAfterAFlood: a flood of refused messages (each an
+// ended task of the gateway's) does not push a running hop's task out of
+// a one-process gateway's task store, so the delegator's signed cancel
+// still reaches the upstream (a2a-go answers tasks/cancel only for a
+// task it finds). The store's bound stands at 3 ended tasks here.
+func TestGatewayCancelAfterAFlood(t *testing.T) {
+	r := newRigWith(t, "reject", true)
+	mem := r.gw.routes[0].upstream.mem
+	mem.mu.Lock()
+	mem.limit = 3
+	mem.mu.Unlock()
+	c, _, dl := r.clientWith(t, plannerToken)
+	ctx := context.Background()
+	h, issued, err := dl.Offer(ctx, delegator.Offer{Aud: "https://coder.example", Dialog: "ctx-flood", Work: "long"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := msg("block")
+	m.ContextID = "ctx-flood"
+	noWait := false
+	if _, err := c.Send(ctx, issued.Hop, h, m, &a2a.MessageSendConfig{Blocking: &noWait}); err != nil {
+		t.Fatal(err)
+	}
+	<-r.agent.started
+	_, anon := r.client(t, "")
+	for i := range 8 {
+		anon.SendMessage(ctx, &a2a.MessageSendParams{Message: msg(fmt.Sprint("junk ", i))}) // refused: no handoff
+	}
+	rep, err := c.Cancel(ctx, issued.Hop)
+	if err != nil {
+		t.Fatalf("the signed cancel after the flood: %v", err)
+	}
+	if rep.State() != a2a.TaskStateCanceled {
+		t.Fatalf("cancel: %s", rep.State())
+	}
+	for deadline := time.Now().Add(5 * time.Second); r.agent.canceled.Load() == 0 && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := r.agent.canceled.Load(); n != 1 {
+		t.Fatalf("the upstream saw %d cancels", n)
+	}
+}

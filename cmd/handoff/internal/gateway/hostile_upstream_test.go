@@ -472,3 +472,59 @@ func TestGatewayUpstreamDown(t *testing.T) {
 		})
 	}
 }
+
+// queuedAgent takes the work and leaves it queued ("submitted"), as a
+// busy upstream does.
+type queuedAgent struct{}
+
+func (queuedAgent) Execute(ctx context.Context, rc *a2asrv.RequestContext, q eventqueue.Queue) error {
+	t := a2a.NewSubmittedTask(rc, rc.Message)
+	t.Status.Message = a2a.NewMessageForTask(a2a.MessageRoleAgent, rc, a2a.TextPart{Text: "queued"})
+	return q.Write(ctx, t)
+}
+
+func (queuedAgent) Cancel(ctx context.Context, rc *a2asrv.RequestContext, q eventqueue.Queue) error {
+	ev := a2a.NewStatusUpdateEvent(rc, a2a.TaskStateCanceled, nil)
+	ev.Final = true
+	return q.Write(ctx, ev)
+}
+
+// TestGatewayFollowsAQueuedTaskQuietly: a non-streaming upstream whose
+// task stays "submitted" is followed with tasks/get, and the gateway
+// writes its state once ("working": the hop was accepted), not again at
+// every look (each write would add a message to the task's history and
+// an event to every stream).
+func TestGatewayFollowsAQueuedTaskQuietly(t *testing.T) {
+	card := *streamingCard
+	card.Capabilities.Streaming = false
+	mux := http.NewServeMux()
+	mux.Handle("/", a2asrv.NewJSONRPCHandler(a2asrv.NewHandler(queuedAgent{})))
+	mux.Handle(a2asrv.WellKnownAgentCardPath, a2asrv.NewStaticAgentCardHandler(&card))
+	r := newAdvRig(t, mux, "name: a, path: /a/, without_handoff: reject")
+	ac := r.ac(t, "/a/", plannerToken)
+	m, _ := r.offerMsg(t, "", "ctx-q", "go", nil)
+	noWait := false
+	res, err := ac.SendMessage(context.Background(), &a2a.MessageSendParams{Message: m, Config: &a2a.MessageSendConfig{Blocking: &noWait}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	task, ok := res.(*a2a.Task)
+	if !ok {
+		t.Fatalf("answer %T", res)
+	}
+	var history []int
+	for range 2 {
+		time.Sleep(3 * followEvery)
+		got, err := ac.GetTask(context.Background(), &a2a.TaskQueryParams{ID: task.ID})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Status.State != a2a.TaskStateWorking {
+			t.Fatalf("the task is %s, want working", got.Status.State)
+		}
+		history = append(history, len(got.History))
+	}
+	if history[1] != history[0] {
+		t.Fatalf("the task's history grew from %d to %d messages while the upstream said nothing new", history[0], history[1])
+	}
+}

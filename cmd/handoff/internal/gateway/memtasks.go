@@ -18,17 +18,25 @@ import (
 //     encoding each. a2a-go's store copies through a new gob encoder and
 //     decoder every time, which compiles the task's types anew: a quarter
 //     of the gateway's CPU in scripts/bench-gateway.sh.
-//   - It forgets. a2a-go's store keeps every task for the life of the
-//     process, so a gateway under a steady load grows without bound;
-//     this one drops a task not updated for taskRetention, and the least
-//     recently updated tasks beyond memTaskLimit (a task that long
-//     untouched has ended, or waits on a caller that is not coming back;
-//     its hop's record in the store is what answers for it after that).
+//   - It forgets ended tasks. a2a-go's store keeps every task for the life
+//     of the process, so a gateway under a steady load grows without
+//     bound. A task that ended (completed, failed, canceled, rejected:
+//     a2a's terminal states) is dropped, least recently updated first,
+//     past memEndedLimit ended tasks or memEndedBytes of their JSON, and
+//     any task is dropped once not updated for taskRetention, as the
+//     shared store's sweep does. A task still running or waiting for its
+//     caller is never dropped for room: a2a-go answers tasks/cancel,
+//     the delegator's signed cancel among them, only for a task it
+//     finds, and a flood of refused messages (each an ended task) must
+//     not push a running hop's task out.
 type memTasks struct {
 	mu    sync.Mutex
-	tasks map[a2a.TaskID]*list.Element // of *memTask, oldest update first
-	order *list.List
-	limit int
+	tasks map[a2a.TaskID]*list.Element // of *memTask
+	live  *list.List                   // tasks not ended, oldest update first
+	ended *list.List                   // ended tasks, oldest update first
+	bytes int                          // the ended tasks' JSON
+	limit int                          // at most this many ended tasks
+	most  int                          // and this many octets of them
 	keep  time.Duration
 	now   func() time.Time
 }
@@ -37,17 +45,22 @@ type memTask struct {
 	id      a2a.TaskID
 	version a2a.TaskVersion
 	task    []byte // the task's JSON
+	ended   bool
 	updated time.Time
 }
 
-// memTaskLimit bounds the tasks one route keeps in memory (about 2 KB
-// each for a small exchange).
-const memTaskLimit = 100_000
+// The bounds of one route's ended tasks (about 2 KB each for a small
+// exchange).
+const (
+	memEndedLimit = 100_000
+	memEndedBytes = 256 << 20
+)
 
 var _ a2asrv.TaskStore = (*memTasks)(nil)
 
 func newMemTasks() *memTasks {
-	return &memTasks{tasks: map[a2a.TaskID]*list.Element{}, order: list.New(), limit: memTaskLimit, keep: taskRetention, now: time.Now}
+	return &memTasks{tasks: map[a2a.TaskID]*list.Element{}, live: list.New(), ended: list.New(),
+		limit: memEndedLimit, most: memEndedBytes, keep: taskRetention, now: time.Now}
 }
 
 // Save stores task as the next version, with a2a-go's optimistic
@@ -61,32 +74,49 @@ func (m *memTasks) Save(_ context.Context, task *a2a.Task, _ a2a.Event, _ *a2a.T
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	now := m.now()
-	v := a2a.TaskVersion(1)
+	t := &memTask{id: task.ID, version: 1}
 	if el := m.tasks[task.ID]; el != nil {
-		t := el.Value.(*memTask)
-		if prev != a2a.TaskVersionMissing && t.version != prev {
+		old := el.Value.(*memTask)
+		if prev != a2a.TaskVersionMissing && old.version != prev {
 			return a2a.TaskVersionMissing, a2a.ErrConcurrentTaskModification
 		}
-		v = t.version + 1
-		t.version, t.task, t.updated = v, b, now
-		m.order.MoveToBack(el)
+		t.version = old.version + 1
+		m.drop(el)
+	}
+	t.task, t.ended, t.updated = b, task.Status.State.Terminal(), now
+	if t.ended {
+		m.tasks[t.id] = m.ended.PushBack(t)
+		m.bytes += len(b)
 	} else {
-		m.tasks[task.ID] = m.order.PushBack(&memTask{id: task.ID, version: v, task: b, updated: now})
+		m.tasks[t.id] = m.live.PushBack(t)
 	}
 	m.forget(now)
-	return v, nil
+	return t.version, nil
 }
 
-// forget drops the tasks past their keeping and beyond the limit,
-// oldest update first. m.mu is held.
+// drop removes a task. m.mu is held.
+func (m *memTasks) drop(el *list.Element) {
+	t := el.Value.(*memTask)
+	if t.ended {
+		m.ended.Remove(el)
+		m.bytes -= len(t.task)
+	} else {
+		m.live.Remove(el)
+	}
+	delete(m.tasks, t.id)
+}
+
+// forget drops the tasks past their keeping, and the ended tasks beyond
+// the bounds, oldest update first. m.mu is held.
 func (m *memTasks) forget(now time.Time) {
-	for el := m.order.Front(); el != nil; el = m.order.Front() {
-		t := el.Value.(*memTask)
-		if m.order.Len() <= m.limit && now.Sub(t.updated) < m.keep {
+	for el := m.live.Front(); el != nil && now.Sub(el.Value.(*memTask).updated) >= m.keep; el = m.live.Front() {
+		m.drop(el)
+	}
+	for el := m.ended.Front(); el != nil; el = m.ended.Front() {
+		if m.ended.Len() <= m.limit && m.bytes <= m.most && now.Sub(el.Value.(*memTask).updated) < m.keep {
 			return
 		}
-		m.order.Remove(el)
-		delete(m.tasks, t.id)
+		m.drop(el)
 	}
 }
 

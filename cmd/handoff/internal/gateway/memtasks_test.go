@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -76,9 +77,10 @@ func TestMemTasksCopies(t *testing.T) {
 	}
 }
 
-// TestMemTasksForget: the store is bounded. Past memTaskLimit the least
-// recently updated tasks go (a task updated since stays), and a task not
-// updated for taskRetention is neither returned nor kept.
+// TestMemTasksForget: ended tasks are bounded. Past the limit the least
+// recently updated ended tasks go (one updated since stays), and a task
+// not updated for taskRetention, ended or not, is neither returned nor
+// kept.
 func TestMemTasksForget(t *testing.T) {
 	ctx := context.Background()
 	m := newMemTasks()
@@ -86,7 +88,7 @@ func TestMemTasksForget(t *testing.T) {
 	clock := time.Unix(1_800_000_000, 0)
 	m.now = func() time.Time { return clock }
 	for i := range 3 {
-		if _, err := m.Save(ctx, sampleTask(fmt.Sprint("t", i), a2a.TaskStateWorking), nil, nil, a2a.TaskVersionMissing); err != nil {
+		if _, err := m.Save(ctx, sampleTask(fmt.Sprint("t", i), a2a.TaskStateCompleted), nil, nil, a2a.TaskVersionMissing); err != nil {
 			t.Fatal(err)
 		}
 		clock = clock.Add(time.Second)
@@ -95,20 +97,25 @@ func TestMemTasksForget(t *testing.T) {
 	if _, err := m.Save(ctx, sampleTask("t0", a2a.TaskStateCompleted), nil, nil, 1); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := m.Save(ctx, sampleTask("t3", a2a.TaskStateWorking), nil, nil, a2a.TaskVersionMissing); err != nil {
+	if _, err := m.Save(ctx, sampleTask("t3", a2a.TaskStateFailed), nil, nil, a2a.TaskVersionMissing); err != nil {
 		t.Fatal(err)
 	}
-	if n := m.len(); n != 3 {
-		t.Fatalf("%d tasks kept, limit 3", n)
+	if _, err := m.Save(ctx, sampleTask("w", a2a.TaskStateWorking), nil, nil, a2a.TaskVersionMissing); err != nil {
+		t.Fatal(err)
 	}
-	for id, want := range map[a2a.TaskID]bool{"t0": true, "t1": false, "t2": true, "t3": true} {
+	if n := m.len(); n != 4 {
+		t.Fatalf("%d tasks kept, want 3 ended and 1 working", n)
+	}
+	for id, want := range map[a2a.TaskID]bool{"t0": true, "t1": false, "t2": true, "t3": true, "w": true} {
 		if _, _, err := m.Get(ctx, id); (err == nil) != want {
 			t.Errorf("task %s: %v, want kept %v", id, err, want)
 		}
 	}
 	clock = clock.Add(taskRetention)
-	if _, _, err := m.Get(ctx, "t3"); !errors.Is(err, a2a.ErrTaskNotFound) {
-		t.Fatalf("a task past its keeping: %v", err)
+	for _, id := range []a2a.TaskID{"t3", "w"} {
+		if _, _, err := m.Get(ctx, id); !errors.Is(err, a2a.ErrTaskNotFound) {
+			t.Fatalf("task %s past its keeping: %v", id, err)
+		}
 	}
 	if _, err := m.Save(ctx, sampleTask("t4", a2a.TaskStateWorking), nil, nil, a2a.TaskVersionMissing); err != nil {
 		t.Fatal(err)
@@ -118,18 +125,57 @@ func TestMemTasksForget(t *testing.T) {
 	}
 }
 
-// TestMemTasksFlood: ten times the limit of distinct tasks leave the
-// store at its limit.
-func TestMemTasksFlood(t *testing.T) {
+// TestMemTasksFloodKeepsLiveTasks: ten times the limit of ended tasks (a
+// flood of refused messages is one) leave the store at its limit, and a
+// task still running or waiting for its caller is still there, so its
+// hop's signed cancel (tasks/cancel, which a2a-go answers only for a
+// task it finds) and a follow-up still reach it.
+func TestMemTasksFloodKeepsLiveTasks(t *testing.T) {
 	ctx := context.Background()
 	m := newMemTasks()
 	m.limit = 1000
-	for i := range 10 * m.limit {
-		if _, err := m.Save(ctx, sampleTask(fmt.Sprint("t", i), a2a.TaskStateCompleted), nil, nil, a2a.TaskVersionMissing); err != nil {
+	for _, id := range []string{"running", "paused"} {
+		st := map[string]a2a.TaskState{"running": a2a.TaskStateWorking, "paused": a2a.TaskStateInputRequired}[id]
+		if _, err := m.Save(ctx, sampleTask(id, st), nil, nil, a2a.TaskVersionMissing); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if n := m.len(); n != m.limit {
-		t.Fatalf("%d tasks kept, limit %d", n, m.limit)
+	for i := range 10 * m.limit {
+		if _, err := m.Save(ctx, sampleTask(fmt.Sprint("t", i), a2a.TaskStateRejected), nil, nil, a2a.TaskVersionMissing); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := m.len(); n != m.limit+2 {
+		t.Fatalf("%d tasks kept, want the limit (%d) and the 2 live ones", n, m.limit)
+	}
+	for _, id := range []a2a.TaskID{"running", "paused"} {
+		if _, _, err := m.Get(ctx, id); err != nil {
+			t.Errorf("the %s task after the flood: %v", id, err)
+		}
+	}
+}
+
+// TestMemTasksBytes: the ended tasks' JSON is bounded too, so a few large
+// tasks cannot hold what a count bound would allow.
+func TestMemTasksBytes(t *testing.T) {
+	ctx := context.Background()
+	m := newMemTasks()
+	m.most = 64 << 10
+	big := sampleTask("", a2a.TaskStateFailed)
+	big.History = []*a2a.Message{a2a.NewMessage(a2a.MessageRoleUser, a2a.TextPart{Text: strings.Repeat("x", 10<<10)})}
+	for i := range 20 {
+		big.ID = a2a.TaskID(fmt.Sprint("big", i))
+		if _, err := m.Save(ctx, big, nil, nil, a2a.TaskVersionMissing); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m.mu.Lock()
+	bytes, n := m.bytes, m.ended.Len()
+	m.mu.Unlock()
+	if bytes > m.most || n >= 20 || n == 0 {
+		t.Fatalf("%d ended tasks of %d octets kept, bound %d octets", n, bytes, m.most)
+	}
+	if _, _, err := m.Get(ctx, "big19"); err != nil {
+		t.Fatalf("the newest task: %v", err)
 	}
 }
