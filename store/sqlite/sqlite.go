@@ -23,6 +23,7 @@ type Store = sqlhop.DB
 var dialect = sqlhop.Dialect{
 	Name:        "sqlite",
 	GroupCommit: true,
+	GroupMoves:  true,
 	PrepareHot:  true,
 	Migrations: []string{`
 CREATE TABLE meta (k TEXT PRIMARY KEY, v TEXT NOT NULL);

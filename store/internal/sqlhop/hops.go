@@ -162,7 +162,7 @@ func (s *DB) Transition(ctx context.Context, m store.Move) error {
 	if err := s.open(); err != nil {
 		return err
 	}
-	if s.idle == nil {
+	if s.idle == nil || !s.d.GroupMoves {
 		return s.moveOne(ctx, m)
 	}
 	return s.group(claimReq{ctx: ctx, m: &m}).err

@@ -42,6 +42,12 @@ type Dialect struct {
 	// fsync. A claim
 	// still returns only after its own commit, with its own answer.
 	GroupCommit bool
+	// GroupMoves: moves (Transition) join the group commit too. SQLite
+	// has one writer, so the outcomes of concurrent offers queued behind
+	// one another for an fsync each. PostgreSQL flushes concurrent
+	// commits together already, and in a batch the moves would go one
+	// round trip after another on the leader's connection.
+	GroupMoves bool
 	// LockOffer, run in Hold's transaction (after LockWork) with the
 	// held cancel's iss, digest algorithm and digest, takes the offer's
 	// lock exclusively; HeldAmong, run first in a group commit's
