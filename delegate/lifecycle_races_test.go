@@ -241,8 +241,8 @@ type releaseOnList struct {
 	operator *delegate.Delegate
 }
 
-func (x releaseOnList) Hops(ctx context.Context, state store.State, after store.HopKey, limit int) ([]*store.Record, error) {
-	page, err := x.Store.Hops(ctx, state, after, limit)
+func (x releaseOnList) List(ctx context.Context, q store.HopQuery) ([]*store.Record, error) {
+	page, err := x.Store.List(ctx, q)
 	for _, r := range page {
 		if err := x.operator.Release(ctx, r.Iss, r.Hop, "the ledger cannot say"); err != nil {
 			return nil, err

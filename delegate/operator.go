@@ -39,15 +39,15 @@ func (d *Delegate) Recover(ctx context.Context) (int, error) {
 		}
 	}
 	n := 0
-	var after store.HopKey
+	q := store.HopQuery{State: store.Accepted, Limit: recoverPage}
 	for {
-		page, err := d.cfg.Store.Hops(ctx, store.Accepted, after, recoverPage)
+		page, err := d.cfg.Store.List(ctx, q)
 		if err != nil {
 			return n, err
 		}
 		for _, r := range page {
 			k := store.HopKey{Iss: r.Iss, Hop: r.Hop}
-			after = k
+			q.After = r.Cursor()
 			if flagged[k] || !r.Released.IsZero() {
 				continue
 			}

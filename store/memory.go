@@ -119,24 +119,30 @@ func (m *Memory) Get(_ context.Context, iss, hop string) (*Record, error) {
 	return clone(r), nil
 }
 
-// Hops implements Store.
-func (m *Memory) Hops(_ context.Context, state State, after HopKey, limit int) ([]*Record, error) {
-	if limit <= 0 {
-		return nil, fmt.Errorf("store: hops: limit must be positive, not %d", limit)
+// List implements Store.
+func (m *Memory) List(_ context.Context, q HopQuery) ([]*Record, error) {
+	if err := q.Check(); err != nil {
+		return nil, err
 	}
 	if err := m.lock(); err != nil {
 		return nil, err
 	}
 	defer m.mu.Unlock()
+	flagged := map[[2]string]bool{}
+	for _, f := range m.flags {
+		if f.Resolved.IsZero() {
+			flagged[[2]string{f.Iss, f.Hop}] = true
+		}
+	}
 	var out []*Record
 	for k, r := range m.hops {
-		if r.State == state && after.Less(HopKey{k[0], k[1]}) {
+		if q.Matches(r, flagged[k]) && (q.After == nil || q.After.Before(*r.Cursor())) {
 			out = append(out, r)
 		}
 	}
-	sort.Slice(out, func(i, j int) bool { return HopKey{out[i].Iss, out[i].Hop}.Less(HopKey{out[j].Iss, out[j].Hop}) })
-	if len(out) > limit {
-		out = out[:limit]
+	sort.Slice(out, func(i, j int) bool { return out[i].Cursor().Before(*out[j].Cursor()) })
+	if len(out) > q.Limit {
+		out = out[:q.Limit]
 	}
 	for i, r := range out {
 		out[i] = clone(r)

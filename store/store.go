@@ -117,7 +117,7 @@ type Outcome struct {
 // Key names a hop.
 func (r *Record) Key() (string, string) { return r.Iss, r.Hop }
 
-// HopKey names a hop; Hops pages by it.
+// HopKey names a hop.
 type HopKey struct{ Iss, Hop string }
 
 // Less orders keys by iss, then hop, comparing bytes.
@@ -222,12 +222,11 @@ type Store interface {
 	// Get returns the record of a hop, or ErrNotFound.
 	Get(ctx context.Context, iss, hop string) (*Record, error)
 
-	// Hops lists up to limit records in state, in (iss, hop) order (by
-	// bytes), starting after the pair after (the zero HopKey starts at the
-	// beginning): an operator's listing, and a delegate's recovery at
-	// start-up (accepted hops nobody is working on). It reads the whole
-	// table in the worst case; it is not for the claim path.
-	Hops(ctx context.Context, state State, after HopKey, limit int) ([]*Record, error)
+	// List returns a page of the records q selects, newest first
+	// (HopCursor): an operator's listing, and a delegate's recovery at
+	// start-up (accepted hops nobody is working on). A SQL store answers
+	// it from indexes; it is not for the claim path.
+	List(ctx context.Context, q HopQuery) ([]*Record, error)
 
 	// Transition makes a Move: the hop goes from one state to another
 	// (CanMove), with the status sent for it, and Decided is stamped when

@@ -187,7 +187,14 @@ BEGIN
   PERFORM pg_advisory_xact_lock_shared(7266617, handoff_offer_key(u.i, u.a, u.d)) FROM unnest(p_iss, p_alg, p_digest) AS u(i, a, d); RETURN QUERY
   SELECT h.iss, h.offer_alg, h.offer FROM held_cancels h
   JOIN unnest(p_iss, p_alg, p_digest) AS u(i, a, d) ON h.iss = u.i AND h.offer_alg = u.a AND h.offer = u.d; END
-$$`},
+$$`,
+		// 10: an operator's listing (store.Store.List), newest first, from
+		// one index in its order (a delegator's hops: a filter on it, iss
+		// in the index) and the open flags (few) by hop. Text sorts by
+		// bytes (COLLATE "C"), as the listing does. Each index on hops is
+		// one more page a claim's commit writes (decision 88).
+		`CREATE INDEX hops_listed ON hops (state, received, iss COLLATE "C", hop COLLATE "C");
+CREATE INDEX flags_open ON flags (iss, hop) WHERE resolved = 0`},
 }
 
 // Open connects to the database named by dsn (a libpq connection string

@@ -32,7 +32,7 @@ const envDSN = "HANDOFF_TEST_POSTGRES"
 // (first on the search_path), dropped when t ends. A schema rather than a
 // database: CREATE DATABASE with fsync on costs seconds, a schema
 // milliseconds, and each schema has its own tables all the same.
-func freshDSN(t *testing.T) string {
+func freshDSN(t testing.TB) string {
 	t.Helper()
 	admin := adminDSN(t)
 	db, err := sql.Open("pgx", admin)
@@ -59,7 +59,7 @@ func freshDSN(t *testing.T) string {
 // adminDSN returns HANDOFF_TEST_POSTGRES, skipping t when it is unset (or
 // failing it in CI). Every test calls it first, so that a skip is reported
 // once per test, not once per subtest.
-func adminDSN(t *testing.T) string {
+func adminDSN(t testing.TB) string {
 	t.Helper()
 	dsn := os.Getenv(envDSN)
 	if dsn == "" {
@@ -72,7 +72,7 @@ func adminDSN(t *testing.T) string {
 	return dsn
 }
 
-func withSearchPath(t *testing.T, dsn, schema string) string {
+func withSearchPath(t testing.TB, dsn, schema string) string {
 	if strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://") {
 		u, err := url.Parse(dsn)
 		if err != nil {
@@ -87,7 +87,7 @@ func withSearchPath(t *testing.T, dsn, schema string) string {
 }
 
 // open opens the store at dsn, closing it when t ends.
-func open(t *testing.T, dsn string) *postgres.Store {
+func open(t testing.TB, dsn string) *postgres.Store {
 	t.Helper()
 	s, err := postgres.Open(t.Context(), dsn)
 	if err != nil {
@@ -104,7 +104,7 @@ func open(t *testing.T, dsn string) *postgres.Store {
 	return s
 }
 
-func fresh(t *testing.T) *postgres.Store { return open(t, freshDSN(t)) }
+func fresh(t testing.TB) *postgres.Store { return open(t, freshDSN(t)) }
 
 func TestConformance(t *testing.T) {
 	adminDSN(t)

@@ -22,7 +22,7 @@ import (
 )
 
 // open opens the store in path, closing it when t ends.
-func open(t *testing.T, path string) *sqlite.Store {
+func open(t testing.TB, path string) *sqlite.Store {
 	t.Helper()
 	s, err := sqlite.Open(t.Context(), path)
 	if err != nil {
@@ -36,7 +36,7 @@ func open(t *testing.T, path string) *sqlite.Store {
 	return s
 }
 
-func fresh(t *testing.T) *sqlite.Store {
+func fresh(t testing.TB) *sqlite.Store {
 	return open(t, filepath.Join(t.TempDir(), "hops.db"))
 }
 

@@ -1,9 +1,6 @@
 package storetest
 
 import (
-	"fmt"
-	"slices"
-	"strings"
 	"testing"
 	"time"
 
@@ -143,62 +140,4 @@ func testGetMissingIsErrNotFound(t *testing.T, s store.Store) {
 	checkGone(t, s, Iss, "h2")
 	checkGone(t, s, "https://agent.example/other", "h1")
 	checkGone(t, s, "", "")
-}
-
-// Hops lists the records in one state, in (iss, hop) byte order, a page
-// of at most limit at a time after a given key; other states are not
-// listed; a limit that is not positive is an error.
-func testHopsPages(t *testing.T, s store.Store) {
-	ctx := t.Context()
-	other := "https://agent.example/a-other" // sorts before Iss
-	var want []*store.Record
-	// Keys whose byte order differs from a case-folding or locale order.
-	for _, hop := range []string{"b", "B", "a", "ab", "\u00e9", "z", "a b", "A"} {
-		want = append(want, put(t, s, hop, store.Accepted))
-		put(t, s, "r-"+hop, store.Received)
-		put(t, s, "c-"+hop, store.Completed)
-	}
-	r := NewRecord("x", store.Accepted, 1)
-	r.Iss = other
-	mustClaim(t, s, r)
-	want = append(want, r)
-	slices.SortFunc(want, func(a, b *store.Record) int {
-		return strings.Compare(a.Iss+"\x00"+a.Hop, b.Iss+"\x00"+b.Hop)
-	})
-	for _, limit := range []int{1, 3, len(want), len(want) + 5} {
-		var got []*store.Record
-		var after store.HopKey
-		for pages := 0; ; pages++ {
-			page, err := s.Hops(ctx, store.Accepted, after, limit)
-			if err != nil {
-				t.Fatalf("Hops(accepted, after %v, %d): %v", after, limit, err)
-			}
-			if len(page) > limit {
-				t.Fatalf("Hops(limit %d) returned %d records", limit, len(page))
-			}
-			if len(page) == 0 || pages > len(want) {
-				break
-			}
-			got = append(got, page...)
-			last := page[len(page)-1]
-			after = store.HopKey{Iss: last.Iss, Hop: last.Hop}
-		}
-		if len(got) != len(want) {
-			t.Fatalf("Hops(accepted) by pages of %d listed %d records; want %d", limit, len(got), len(want))
-		}
-		for i := range want {
-			checkRecord(t, fmt.Sprintf("Hops(accepted, pages of %d)[%d]", limit, i), got[i], want[i])
-		}
-	}
-	if got, err := s.Hops(ctx, store.Rejected, store.HopKey{}, 10); err != nil || len(got) != 0 {
-		t.Errorf("Hops(rejected) = %d records, %v; want none", len(got), err)
-	}
-	if got, err := s.Hops(ctx, store.Received, store.HopKey{Iss: Iss, Hop: "r-b"}, 100); err != nil || len(got) != 2 || got[0].Hop != "r-z" || got[1].Hop != "r-\u00e9" {
-		t.Errorf("Hops(received, after r-b) = %d records, %v; want r-z, r-\u00e9", len(got), err)
-	}
-	for _, limit := range []int{0, -1} {
-		if _, err := s.Hops(ctx, store.Accepted, store.HopKey{}, limit); err == nil {
-			t.Errorf("Hops(limit %d) succeeded; want an error", limit)
-		}
-	}
 }

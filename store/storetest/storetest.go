@@ -52,7 +52,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"ClaimStoresEveryField", testClaimStoresEveryField},
 		{"ClaimRefusesBadState", testClaimRefusesBadState},
 		{"GetMissingIsErrNotFound", testGetMissingIsErrNotFound},
-		{"HopsListsStateInKeyOrderByPages", testHopsPages},
+		{"ListMatchesTheModelByPages", testList},
 		{"TransitionFollowsCanMove", testTransitionFollowsCanMove},
 		{"TransitionWrongFromIsConflict", testTransitionWrongFromIsConflict},
 		{"TransitionMissingIsErrNotFound", testTransitionMissingIsErrNotFound},

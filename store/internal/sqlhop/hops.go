@@ -130,33 +130,6 @@ func (s *DB) Get(ctx context.Context, iss, hop string) (*store.Record, error) {
 	return r, nil
 }
 
-// Hops implements store.Store.
-func (s *DB) Hops(ctx context.Context, state store.State, after store.HopKey, limit int) ([]*store.Record, error) {
-	if err := s.open(); err != nil {
-		return nil, err
-	}
-	if limit <= 0 {
-		return nil, fmt.Errorf("store: hops: limit must be positive, not %d", limit)
-	}
-	rows, err := s.db.QueryContext(ctx, s.q.hops, string(state), after.Iss, after.Iss, after.Hop, limit)
-	if err != nil {
-		return nil, fmt.Errorf("store: hops: %w", err)
-	}
-	defer rows.Close()
-	var out []*store.Record
-	for rows.Next() {
-		r, err := scanHop(rows)
-		if err != nil {
-			return nil, fmt.Errorf("store: hops: %w", err)
-		}
-		out = append(out, r)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("store: hops: %w", err)
-	}
-	return out, nil
-}
-
 // Transition implements store.Store.
 func (s *DB) Transition(ctx context.Context, m store.Move) error {
 	if err := s.open(); err != nil {

@@ -42,6 +42,10 @@ type Dialect struct {
 	// fsync. A claim
 	// still returns only after its own commit, with its own answer.
 	GroupCommit bool
+	// ByKey follows "hops h" in a listing's FROM to have it read the
+	// primary key (SQLite: INDEXED BY; PostgreSQL's planner chooses from
+	// its statistics).
+	ByKey string
 	// GroupMoves: moves (Transition) join the group commit too. SQLite
 	// has one writer, so the outcomes of concurrent offers queued behind
 	// one another for an fsync each. PostgreSQL flushes concurrent
@@ -92,6 +96,9 @@ type DB struct {
 	// SQLite parses an unprepared statement anew on every call, which
 	// was half of a Get's time under load.
 	hot hot
+	// issFew is List's bound on a delegator's hops read from the primary
+	// key (list.go); tests change it.
+	issFew int
 	// GroupCommit: the claims waiting for the commit in progress, and
 	// whether one is in progress (a leader is writing).
 	gmu     sync.Mutex
@@ -110,7 +117,7 @@ func (s *DB) open() error {
 }
 
 type queries struct {
-	claim, claimChecked, anyHeld, heldFor, get, hops, transition, transitionKeep, transitionIf, transitionKeepIf, cancel, release, pruneFlags, equivocated, raise, flags, flagsAll, resolve, sweepEnd, sweep, sweepLast, getSince, forget, setSince, getForUpdate string
+	claim, claimChecked, anyHeld, heldFor, get, transition, transitionKeep, transitionIf, transitionKeepIf, cancel, release, pruneFlags, equivocated, raise, flags, flagsAll, resolve, sweepEnd, sweep, sweepLast, getSince, forget, setSince, getForUpdate string
 }
 
 const hopCols = `iss, hop, digest_alg, digest, offer, offer_form, state, status, status_form, canceled, equivocated, received, keep_until, decided`
@@ -158,7 +165,7 @@ func Open(ctx context.Context, db *sql.DB, d Dialect, now time.Time) (*DB, error
 	// gateway's CPU under load. The number open stays unbounded, as
 	// before: a bound could starve a transaction that waits on a read.
 	db.SetMaxIdleConns(maxIdle)
-	s := &DB{db: db, d: d}
+	s := &DB{db: db, d: d, issFew: issFew}
 	if err := s.migrate(ctx, now); err != nil {
 		return nil, err
 	}
@@ -170,8 +177,6 @@ func Open(ctx context.Context, db *sql.DB, d Dialect, now time.Time) (*DB, error
 		heldFor: b(`SELECT status, status_form, arrived, keep_until FROM held_cancels
 			WHERE iss = ? AND offer_alg = ? AND offer = ?`),
 		get: b(`SELECT ` + selCols + ` FROM hops WHERE iss = ? AND hop = ?`),
-		hops: b(`SELECT ` + selCols + ` FROM hops WHERE state = ? AND (iss` + d.ByteOrder + ` > ? OR (iss = ? AND hop` + d.ByteOrder + ` > ?))
-			ORDER BY iss` + d.ByteOrder + `, hop` + d.ByteOrder + ` LIMIT ?`),
 		transition: b(`UPDATE hops SET state = ?, status = ?, status_form = ?, decided = ?
 			WHERE iss = ? AND hop = ? AND state = ?`),
 		transitionKeep: b(`UPDATE hops SET state = ?, decided = ? WHERE iss = ? AND hop = ? AND state = ?`),

@@ -200,18 +200,18 @@ func (g hopGauges) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.NewInvalidMetric(flagsDesc, err)
 	}
 	n := 0
-	var after store.HopKey
+	q := store.HopQuery{State: store.Accepted, Limit: store.MaxListLimit}
 	for n < maxCounted {
-		page, err := g.s.store.Hops(ctx, store.Accepted, after, 1000)
+		page, err := g.s.store.List(ctx, q)
 		if err != nil {
 			ch <- prometheus.NewInvalidMetric(unresolvedDesc, err)
 			return
 		}
 		n += len(page)
-		if len(page) < 1000 {
+		if len(page) < q.Limit {
 			break
 		}
-		after = store.HopKey{Iss: page[len(page)-1].Iss, Hop: page[len(page)-1].Hop}
+		q.After = page[len(page)-1].Cursor()
 	}
 	ch <- prometheus.MustNewConstMetric(unresolvedDesc, prometheus.GaugeValue, float64(n))
 }
