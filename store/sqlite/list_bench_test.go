@@ -1,10 +1,9 @@
 package sqlite_test
 
 import (
-	"database/sql"
+	"context"
 	"testing"
 
-	"github.com/quantumlearningmachines/handoff/store"
 	"github.com/quantumlearningmachines/handoff/store/storetest"
 )
 
@@ -13,30 +12,17 @@ import (
 // The store is not analyzed, as the store never analyzes: the pages come
 // from the indexes the planner finds without statistics.
 func BenchmarkList(b *testing.B) {
-	rows := storetest.ListBenchRows(b)
 	s := fresh(b)
-	fillList(b, s.DB(), rows)
-	storetest.BenchList(b, s, rows)
-}
-
-// fillList writes storetest.BenchList's records, 100,000 a transaction.
-func fillList(b *testing.B, db *sql.DB, rows int) {
 	base := storetest.ListBenchBase.UnixNano()
-	for lo := 0; lo < rows; lo += 100_000 {
-		hi := min(lo+100_000, rows) - 1
-		if _, err := db.ExecContext(b.Context(), `WITH RECURSIVE n(x) AS (SELECT ? UNION ALL SELECT x + 1 FROM n WHERE x < ?)
+	storetest.BenchList(b, s, func(ctx context.Context, lo, hi int) error {
+		_, err := s.DB().ExecContext(ctx, `WITH RECURSIVE n(x) AS (SELECT ? UNION ALL SELECT x + 1 FROM n WHERE x < ?)
 INSERT INTO hops (iss, hop, digest_alg, digest, offer, offer_form, state, status, status_form, canceled, equivocated, received, keep_until, decided)
 SELECT CASE WHEN x % 500 = 37 THEN ? ELSE 'https://agent-' || (x % 20) || '.example' END,
   printf('%016x', x), 'sha-256', randomblob(32), randomblob(400), 1,
   CASE WHEN x % 1000 < 10 THEN 'accepted' WHEN x % 1000 < 30 THEN 'rejected' WHEN x % 1000 < 50 THEN 'failed'
     WHEN x % 1000 = 50 THEN 'received' ELSE 'completed' END,
   randomblob(200), 1, 0, 0, ? + x * 1000000, ? + x * 1000000 + 300000000000, 0
-FROM n`, lo, hi, storetest.ListBenchRare, base, base); err != nil {
-			b.Fatalf("filling the store: %v", err)
-		}
-	}
-	if _, err := db.ExecContext(b.Context(), `INSERT INTO flags (kind, iss, hop, detail, created)
-SELECT ?, iss, hop, 'bench', received FROM hops WHERE ((received - ?) / 1000000) % 5000 = 3`, store.FlagUnknownOutcome, base); err != nil {
-		b.Fatalf("filling the flags: %v", err)
-	}
+FROM n`, lo, hi, storetest.ListBenchRare, base, base)
+		return err
+	})
 }
