@@ -3,6 +3,7 @@ package store
 import (
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"time"
 )
@@ -66,10 +67,27 @@ func (q HopQuery) Check() error {
 	if !q.From.IsZero() && !q.To.IsZero() && !q.From.Before(q.To) {
 		bad = append(bad, "from must be before to")
 	}
+	// The SQL stores keep times as nanoseconds since 1970 in 64 bits.
+	for _, t := range []struct {
+		name string
+		t    time.Time
+	}{{"from", q.From}, {"to", q.To}} {
+		if !t.t.IsZero() && !storable(t.t) {
+			bad = append(bad, fmt.Sprintf("%s %s is outside the years 1678 to 2262 a store can compare", t.name, t.t.Format(time.RFC3339)))
+		}
+	}
+	if q.After != nil && !storable(q.After.Received) {
+		bad = append(bad, "after: a cursor's received time must be a record's (the years 1678 to 2262)")
+	}
 	if len(bad) > 0 {
 		return fmt.Errorf("store: list: %w", errors.New(strings.Join(bad, "; ")))
 	}
 	return nil
+}
+
+// storable reports whether t fits the SQL stores' 64-bit nanoseconds.
+func storable(t time.Time) bool {
+	return !t.Before(time.Unix(0, math.MinInt64)) && !t.After(time.Unix(0, math.MaxInt64))
 }
 
 // Matches reports whether q selects r (flagged: r's hop has an open

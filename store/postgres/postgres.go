@@ -160,7 +160,7 @@ CREATE UNIQUE INDEX flags_open_dedupe ON flags (kind, iss, hop, dedupe) WHERE re
 		// it to the primary key's, which would scan all of one iss's copies.
 		`CREATE INDEX hops_digest ON hops (digest);
 CREATE INDEX copies_digest ON copies (digest, digest_alg, iss, hop)`,
-		// 9: the lock key of an offer (iss, digest), and the claim of a
+		// 8: the lock key of an offer (iss, digest), and the claim of a
 		// hop that could begin work, refused while a cancel is held for
 		// its offer (store.Store.Claim), in one round trip: the offer's
 		// lock shared (Hold takes it exclusively), then the
@@ -188,13 +188,17 @@ BEGIN
   SELECT h.iss, h.offer_alg, h.offer FROM held_cancels h
   JOIN unnest(p_iss, p_alg, p_digest) AS u(i, a, d) ON h.iss = u.i AND h.offer_alg = u.a AND h.offer = u.d; END
 $$`,
-		// 10: an operator's listing (store.Store.List), newest first, from
+		// 9: an operator's listing (store.Store.List), newest first, from
 		// one index in its order (a delegator's hops: a filter on it, iss
 		// in the index) and the open flags (few) by hop. Text sorts by
 		// bytes (COLLATE "C"), as the listing does. Each index on hops is
-		// one more page a claim's commit writes (decision 88).
-		`CREATE INDEX hops_listed ON hops (state, received, iss COLLATE "C", hop COLLATE "C");
-CREATE INDEX flags_open ON flags (iss, hop) WHERE resolved = 0`},
+		// one more page a claim's commit writes (decision 88). Built in
+		// the migration's transaction, the index holds claims back while
+		// it is built (seconds for a million records): IF NOT EXISTS lets
+		// an operator build it first with CREATE INDEX CONCURRENTLY and
+		// these very columns.
+		`CREATE INDEX IF NOT EXISTS hops_listed ON hops (state, received, iss COLLATE "C", hop COLLATE "C");
+CREATE INDEX IF NOT EXISTS flags_open ON flags (iss, hop) WHERE resolved = 0`},
 }
 
 // Open connects to the database named by dsn (a libpq connection string

@@ -138,8 +138,8 @@ CREATE INDEX copies_digest ON copies (digest, digest_alg, iss, hop)`,
 		// index in its order (a delegator's hops: a filter on it, iss in
 		// the index) and the open flags (few) by hop. Each index on hops
 		// is one more page a claim's commit writes (decision 88).
-		`CREATE INDEX hops_listed ON hops (state, received, iss, hop);
-CREATE INDEX flags_open ON flags (iss, hop) WHERE resolved = 0`},
+		`CREATE INDEX IF NOT EXISTS hops_listed ON hops (state, received, iss, hop);
+CREATE INDEX IF NOT EXISTS flags_open ON flags (iss, hop) WHERE resolved = 0`},
 }
 
 // DSN returns the driver's data source name for a database file: WAL,

@@ -16,6 +16,7 @@ import (
 // whose listing can take more than one way to the same page.
 func RunList(t *testing.T, open func(t *testing.T) store.Store) {
 	t.Run("ListMatchesTheModelByPages", func(t *testing.T) { testList(t, open(t)) })
+	t.Run("ListPageIsOneSnapshot", func(t *testing.T) { testListWhileMoving(t, open(t)) })
 }
 
 // List, against a model: hops of two delegators in every state, received
@@ -69,11 +70,23 @@ func testList(t *testing.T, s store.Store) {
 			}
 		}
 	}
-	// A second open flag on one hop lists it once.
-	if _, err := s.Raise(ctx, store.Flag{Kind: store.FlagEquivocation, Iss: other, Hop: "received-b", Detail: "again", Created: Base}); err != nil {
-		t.Fatal(err)
+	// A second open flag on a flagged hop lists it once.
+	for k := range flagged {
+		if _, err := s.Raise(ctx, store.Flag{Kind: store.FlagEquivocation, Iss: k[0], Hop: k[1], Detail: "again", Created: Base}); err != nil {
+			t.Fatal(err)
+		}
+		break
 	}
-	flagged[[2]string{other, "received-b"}] = true
+	// Hops of one delegator in one state received at one instant, whose
+	// order by bytes ("A" < "B" < "Z" < "a" < "a b" < "ab" < "b" < "\u00e9")
+	// is not a locale's: the listing orders them by bytes.
+	for j, name := range []string{"tie-a", "tie-B", "tie-\u00e9", "tie-Z", "tie-a b", "tie-ab", "tie-A", "tie-b"} {
+		r := NewRecord(name, store.Accepted, 100+j)
+		r.Received = Base.Add(2 * time.Second)
+		r.KeepUntil = r.Received.Add(keepFor)
+		mustClaim(t, s, r)
+		all = append(all, r)
+	}
 
 	states := append([]store.State{""}, store.States()...)
 	windows := [][2]time.Time{{}, {Base.Add(time.Second), Base.Add(3 * time.Second)}, {Base.Add(2 * time.Second), time.Time{}}, {time.Time{}, Base.Add(time.Second)}}
@@ -102,9 +115,54 @@ func testList(t *testing.T, s store.Store) {
 		}
 	}
 	for _, bad := range []store.HopQuery{{Limit: 0}, {Limit: store.MaxListLimit + 1}, {State: "done", Limit: 1},
-		{From: Base, To: Base, Limit: 1}} {
+		{From: Base, To: Base, Limit: 1}, {To: time.Date(2300, 1, 1, 0, 0, 0, 0, time.UTC), Limit: 1},
+		{From: time.Date(1600, 1, 1, 0, 0, 0, 0, time.UTC), Limit: 1}, {After: &store.HopCursor{Iss: Iss, Hop: "x"}, Limit: 1}} {
 		if _, err := s.List(ctx, bad); err == nil {
 			t.Errorf("List(%+v) succeeded; want an error", bad)
+		}
+	}
+}
+
+// A page is read in one snapshot: hops that move on while pages of every
+// state are read are listed once a page (a page read state by state
+// listed a hop that moved between two of the reads in both).
+func testListWhileMoving(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	const n = 150
+	for i := range n {
+		put(t, s, fmt.Sprintf("moving-%03d", i), store.Received)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := range n {
+			err := s.Transition(ctx, store.Move{Iss: Iss, Hop: fmt.Sprintf("moving-%03d", i), From: store.Received, To: store.Completed,
+				Status: Status("moved"), Form: handoff.FormJWS, Now: Base.Add(time.Minute)})
+			if err != nil {
+				t.Errorf("move %d: %v", i, err)
+				return
+			}
+		}
+	}()
+	for reading := true; reading; {
+		select {
+		case <-done:
+			reading = false
+		default:
+		}
+		page, err := s.List(ctx, store.HopQuery{Limit: store.MaxListLimit})
+		if err != nil {
+			t.Fatal(err)
+		}
+		seen := map[string]store.State{}
+		for _, r := range page {
+			if st, dup := seen[r.Hop]; dup {
+				t.Fatalf("one page lists %s twice, %s and %s", r.Hop, st, r.State)
+			}
+			seen[r.Hop] = r.State
+		}
+		if len(page) != n {
+			t.Fatalf("a page of %d hops while %d are recorded", len(page), n)
 		}
 	}
 }

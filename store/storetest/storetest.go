@@ -53,6 +53,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"ClaimRefusesBadState", testClaimRefusesBadState},
 		{"GetMissingIsErrNotFound", testGetMissingIsErrNotFound},
 		{"ListMatchesTheModelByPages", testList},
+		{"ListPageIsOneSnapshot", testListWhileMoving},
 		{"TransitionFollowsCanMove", testTransitionFollowsCanMove},
 		{"TransitionWrongFromIsConflict", testTransitionWrongFromIsConflict},
 		{"TransitionMissingIsErrNotFound", testTransitionMissingIsErrNotFound},

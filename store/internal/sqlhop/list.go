@@ -3,23 +3,26 @@ package sqlhop
 import (
 	"context"
 	"fmt"
-	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/quantumlearningmachines/handoff/store"
 )
 
-// List implements store.Store. Each page is read from one index in the
-// listing's order, hops_listed (state, received, iss, hop), so that it
-// costs about a page's rows however many records there are:
+// List implements store.Store. Each page is one statement (one snapshot:
+// a hop that moves on while the page is read is listed once), reading
+// one index in the listing's order, hops_listed (state, received, iss,
+// hop), so that it costs about a page's rows however many records there
+// are:
 //
 //   - a state: that state's range of the index, a delegator and a time
-//     window filters within it (iss is in the index: no row is read to
-//     test it);
-//   - every state: one read of each state's range, the pages merged here;
+//     window filters within it (iss is in the index, compared by bytes
+//     as it is kept there: no row is read to test it);
+//   - every state: each state's range read for a page (UNION ALL), the
+//     pages merged by the database;
 //   - a delegator with few hops (fewer than issFew): all its hops, from
-//     the primary key (iss, hop), sorted here by the database: in the
-//     listing index its hops would be too sparse to find a page quickly;
+//     the primary key (iss, hop), sorted by the database: in the listing
+//     index its hops would be too sparse to find a page quickly;
 //   - flagged hops: the open flags first (flags_open, a partial index: open
 //     flags are few), then their hops.
 //
@@ -33,35 +36,52 @@ func (s *DB) List(ctx context.Context, q store.HopQuery) ([]*store.Record, error
 	if err := s.open(); err != nil {
 		return nil, err
 	}
+	byKey := false
 	if q.Iss != "" && !q.Flagged {
 		few, err := s.fewHops(ctx, q.Iss)
 		if err != nil {
 			return nil, err
 		}
-		if few {
-			return s.listBy(ctx, q, s.d.ByKey)
+		byKey = few
+	}
+	c := s.d.ByteOrder
+	order := func(t string) string {
+		return ` ORDER BY ` + t + `received DESC, ` + t + `iss` + c + ` DESC, ` + t + `hop` + c + ` DESC LIMIT ?`
+	}
+	var query string
+	var args []any
+	if q.State != "" || q.Flagged || byKey {
+		query, args = s.listSelect(q, byKey)
+		query += order("h.")
+	} else {
+		var parts []string
+		for _, st := range store.States() {
+			one := q
+			one.State = st
+			part, a := s.listSelect(one, false)
+			parts = append(parts, `SELECT * FROM (`+part+order("h.")+`) s`+strconv.Itoa(len(parts)))
+			args = append(append(args, a...), q.Limit)
 		}
+		query = `SELECT * FROM (` + strings.Join(parts, ` UNION ALL `) + `) u` + order("u.")
 	}
-	if q.State != "" || q.Flagged {
-		return s.listOne(ctx, q)
+	args = append(args, q.Limit)
+	rows, err := s.db.QueryContext(ctx, s.d.bind(query), args...)
+	if err != nil {
+		return nil, fmt.Errorf("store: list: %w", err)
 	}
-	var all []*store.Record
-	for _, st := range store.States() {
-		one := q
-		one.State = st
-		page, err := s.listOne(ctx, one)
+	defer rows.Close()
+	var out []*store.Record
+	for rows.Next() {
+		r, err := scanHop(rows)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("store: list: %w", err)
 		}
-		all = append(all, page...)
+		out = append(out, r)
 	}
-	slices.SortFunc(all, func(a, b *store.Record) int {
-		if a.Cursor().Before(*b.Cursor()) {
-			return -1
-		}
-		return 1
-	})
-	return all[:min(len(all), q.Limit)], nil
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("store: list: %w", err)
+	}
+	return out, nil
 }
 
 // issFew is how many hops a delegator has at most for List to read them
@@ -83,18 +103,17 @@ func (s *DB) fewHops(ctx context.Context, iss string) (bool, error) {
 	return n < s.issFew, nil
 }
 
-// listOne reads one page with one statement.
-func (s *DB) listOne(ctx context.Context, q store.HopQuery) ([]*store.Record, error) {
-	return s.listBy(ctx, q, "")
-}
-
-// listBy reads one page with one statement, from the index the hint
-// names (Dialect.ByKey) when it is not empty.
-func (s *DB) listBy(ctx context.Context, q store.HopQuery, hint string) ([]*store.Record, error) {
+// listSelect is the SELECT of q's records (no ORDER BY, no LIMIT) and its
+// arguments: from the primary key when byKey (Dialect.ByKey), from the
+// listing index otherwise.
+func (s *DB) listSelect(q store.HopQuery, byKey bool) (string, []any) {
 	c := s.d.ByteOrder
 	var where []string
 	var args []any
-	from := `hops h` + hint
+	from := `hops h`
+	if byKey {
+		from += s.d.ByKey
+	}
 	if q.Flagged {
 		// Open flags drive the join; CROSS JOIN keeps them the outer loop
 		// in SQLite (PostgreSQL plans it from its statistics).
@@ -106,7 +125,13 @@ func (s *DB) listBy(ctx context.Context, q store.HopQuery, hint string) ([]*stor
 		args = append(args, string(q.State))
 	}
 	if q.Iss != "" {
-		where = append(where, `h.iss = ?`)
+		// As the index it is read from keeps it: the primary key in the
+		// column's own collation, the listing index by bytes.
+		if byKey {
+			where = append(where, `h.iss = ?`)
+		} else {
+			where = append(where, `h.iss`+c+` = ?`)
+		}
 		args = append(args, q.Iss)
 	}
 	if !q.From.IsZero() {
@@ -125,25 +150,7 @@ func (s *DB) listBy(ctx context.Context, q store.HopQuery, hint string) ([]*stor
 	if len(where) > 0 {
 		query += ` WHERE ` + strings.Join(where, ` AND `)
 	}
-	query += ` ORDER BY h.received DESC, h.iss` + c + ` DESC, h.hop` + c + ` DESC LIMIT ?`
-	args = append(args, q.Limit)
-	rows, err := s.db.QueryContext(ctx, s.d.bind(query), args...)
-	if err != nil {
-		return nil, fmt.Errorf("store: list: %w", err)
-	}
-	defer rows.Close()
-	var out []*store.Record
-	for rows.Next() {
-		r, err := scanHop(rows)
-		if err != nil {
-			return nil, fmt.Errorf("store: list: %w", err)
-		}
-		out = append(out, r)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("store: list: %w", err)
-	}
-	return out, nil
+	return query, args
 }
 
 // prefixed is a column list with each column qualified by p.
