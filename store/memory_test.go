@@ -54,3 +54,26 @@ func TestStateWire(t *testing.T) {
 		}
 	}
 }
+
+// Lifecycle (the draft's state figure): the moves a hop may make, stated
+// here on their own rather than read from CanMove, so that a store's
+// lifecycle cannot drift from the draft's unnoticed. In particular a hop
+// taken (accepted) never moves to rejected: the delegate "MUST NOT send
+// "rejected" for a hop it has taken".
+func TestLifecycleMoves(t *testing.T) {
+	allowed := map[[2]store.State]bool{
+		{store.Received, store.Accepted}:  true,
+		{store.Received, store.Rejected}:  true,
+		{store.Received, store.Completed}: true, // "completed" sent directly (accepted implied)
+		{store.Received, store.Failed}:    true,
+		{store.Accepted, store.Completed}: true,
+		{store.Accepted, store.Failed}:    true,
+	}
+	for _, from := range store.States() {
+		for _, to := range store.States() {
+			if got, want := store.CanMove(from, to), allowed[[2]store.State{from, to}]; got != want {
+				t.Errorf("CanMove(%s, %s) = %v; the draft's lifecycle says %v", from, to, got, want)
+			}
+		}
+	}
+}
