@@ -1,16 +1,19 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
 	"sort"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/quantumlearningmachines/handoff"
+	"github.com/quantumlearningmachines/handoff/cmd/handoff/internal/picture"
 	"github.com/quantumlearningmachines/handoff/trust"
 )
 
@@ -21,6 +24,7 @@ func cmdInspect(e env, args []string) error {
 	var now unixFlag
 	fs.Var(&now, "now", "the current time, `UNIX` seconds (default: the clock)")
 	asJSON := fs.Bool("json", false, "print what inspect shows as one JSON object, for tools")
+	svgFile := fs.String("svg", "", "also write the chain picture to `FILE` as SVG, as an operator's page draws it (a Handoff only)")
 	pos, err := parse(fs, args)
 	if err != nil {
 		return err
@@ -46,6 +50,9 @@ func cmdInspect(e env, args []string) error {
 		if el.Form == handoff.FormInvalid {
 			return fmt.Errorf("%s is neither a Handoff nor a signed element", pos[0])
 		}
+		if *svgFile != "" {
+			return usagef("--svg draws a Handoff's chain; %s is a single signed element", pos[0])
+		}
 		// A status (or offer) alone: its row says its form and size.
 		inspectElement(w, "Signed element:", el, keys)
 		return nil
@@ -59,11 +66,28 @@ func cmdInspect(e env, args []string) error {
 		return fmt.Errorf("%s: %w", pos[0], err)
 	}
 	v := judge(b, h, keys, *me, now.now)
+	if *svgFile != "" {
+		if err := writeSVG(*svgFile, picture.Of(h, keys, now.now())); err != nil {
+			return err
+		}
+	}
 	if *asJSON {
 		return inspectJSON(e, h, enc, keys, v, now.now())
 	}
 	printVerdict(w, v)
 	return inspectHandoff(w, h, enc, keys, now.now())
+}
+
+// writeSVG writes the chain picture to path.
+func writeSVG(path string, c picture.Chain) error {
+	var b bytes.Buffer
+	if err := c.SVG(&b); err != nil {
+		return err
+	}
+	if err := os.WriteFile(path, b.Bytes(), 0o644); err != nil {
+		return fmt.Errorf("--svg: %w", err)
+	}
+	return nil
 }
 
 // isCBORMap reports whether b starts with a CBOR map head (major type 5),
@@ -72,20 +96,19 @@ func isCBORMap(b []byte) bool { return len(b) > 0 && b[0]>>5 == 5 }
 
 func inspectHandoff(w io.Writer, h *handoff.Handoff, enc string, keys *trust.Config, now time.Time) error {
 	fmt.Fprintf(w, "Handoff (%s): an offer with a chain of %d\n\n", enc, len(h.Chain))
-	offers := make([]*handoff.Offer, 0, len(h.Chain)+1)
 	for i, el := range h.Chain {
-		offers = append(offers, inspectElement(w, fmt.Sprintf("chain[%d]", i), el, keys))
+		inspectElement(w, fmt.Sprintf("chain[%d]", i), el, keys)
 	}
-	offers = append(offers, inspectElement(w, "offer", h.Offer, keys))
+	inspectElement(w, "offer", h.Offer, keys)
 	for _, k := range sortedKeys(h.Extra) {
 		fmt.Fprintf(w, "unknown Handoff member %s (kept, not signed)\n\n", safeText(strconv.Quote(k)))
 	}
-	drawChain(w, h, offers, keys, now)
+	drawChain(w, picture.Of(h, keys, now))
 	return nil
 }
 
-// inspectElement prints one element and returns its offer payload, if any.
-func inspectElement(w io.Writer, label string, el handoff.Element, keys *trust.Config) *handoff.Offer {
+// inspectElement prints one element.
+func inspectElement(w io.Writer, label string, el handoff.Element, keys *trust.Config) {
 	d := el.Digest()
 	fmt.Fprintf(w, "%s  %s, %d octets\n", label, el.Form, len(el.Octets))
 	// Each row is one line whatever the element holds: its value is
@@ -109,7 +132,7 @@ func inspectElement(w io.Writer, label string, el handoff.Element, keys *trust.C
 	if err != nil {
 		row("error", "%v", err)
 		fmt.Fprintln(w)
-		return nil
+		return
 	}
 	switch {
 	case o != nil:
@@ -167,7 +190,6 @@ func inspectElement(w io.Writer, label string, el handoff.Element, keys *trust.C
 		keyRows(row, el, s.Iss, keys)
 	}
 	fmt.Fprintln(w)
-	return o
 }
 
 func extras(row func(k, format string, args ...any), extra map[string]any) {
@@ -198,48 +220,34 @@ func keyRows(row func(k, format string, args ...any), el handoff.Element, iss st
 	row("signer", "bound to %s", iss)
 }
 
-// drawChain draws the chain oldest first: each agent, and between two
-// agents the offer that handed the work over, with its hop, form and
-// whether its prev link and continuity hold.
-func drawChain(w io.Writer, h *handoff.Handoff, offers []*handoff.Offer, keys *trust.Config, now time.Time) {
+// drawChain draws the chain oldest first as text (picture.Chain.SVG
+// draws the same picture for a page): each agent, and between two agents
+// the offer that handed the work over, with its hop, form and whether its
+// prev link and continuity hold.
+func drawChain(w io.Writer, c picture.Chain) {
 	fmt.Fprintln(w, "Chain, oldest first:")
 	fmt.Fprintln(w)
-	els := append(append([]handoff.Element{}, h.Chain...), h.Offer)
-	for i, o := range offers {
-		if o == nil {
+	for i, o := range c.Offers {
+		if o.Unreadable {
 			fmt.Fprintf(w, "      ?  element %d cannot be read\n", i)
 			continue
 		}
-		if i == 0 {
-			start := "(start of the chain)"
-			if o.Prev != nil {
-				start = "(partial: earlier offers not carried)"
-			}
-			fmt.Fprintf(w, "  %s  %s\n", agentLine(o.Iss), start)
-		} else if offers[i-1] == nil || offers[i-1].Aud != o.Iss {
-			fmt.Fprintf(w, "  %s  (DISCONTINUOUS: the previous offer went elsewhere)\n", agentLine(o.Iss))
-		}
-		link := "starts the chain"
 		switch {
-		case i == 0 && o.Prev != nil:
-			link = "prev not carried"
-		case i == 0:
-		case o.Prev == nil:
-			link = "NO PREV"
-		case !o.Prev.Matches(els[i-1].Octets):
-			link = "PREV DOES NOT MATCH"
-		default:
-			link = "prev ok"
+		case o.Start == picture.Started:
+			fmt.Fprintf(w, "  %s  (start of the chain)\n", agentLine(o.From))
+		case o.Start == picture.Partial:
+			fmt.Fprintf(w, "  %s  (partial: earlier offers not carried)\n", agentLine(o.From))
+		case o.Discontinuous:
+			fmt.Fprintf(w, "  %s  (DISCONTINUOUS: the previous offer went elsewhere)\n", agentLine(o.From))
 		}
-		fmt.Fprintf(w, "      │ hop %s  %s  %s  %s\n", safeText(short(o.Hop)), els[i].Form,
-			time.Unix(o.Iat, 0).UTC().Format("15:04:05"), link)
-		if m := marks(els[i], o, keys, now); m != "" {
+		fmt.Fprintf(w, "      │ hop %s  %s  %s  %s\n", safeText(short(o.Hop)), o.Form, o.Iat.Format("15:04:05"), o.Link)
+		if m := marks(o); m != "" {
 			fmt.Fprintf(w, "      │ %s\n", m)
 		}
-		if o.Obo != nil {
+		if o.OnBehalfOf != nil {
 			// Folded as the rows are: a long sub must not wrap onto a
 			// line of its own choosing.
-			for j, part := range fold(safeText("on behalf of "+principal(o.Obo)), foldWidth) {
+			for j, part := range fold(safeText("on behalf of "+principal(o.OnBehalfOf)), foldWidth) {
 				if j == 0 {
 					fmt.Fprintf(w, "      │ %s\n", part)
 				} else {
@@ -248,7 +256,7 @@ func drawChain(w io.Writer, h *handoff.Handoff, offers []*handoff.Offer, keys *t
 			}
 		}
 		fmt.Fprintf(w, "      ▼\n")
-		fmt.Fprintf(w, "  %s\n", agentLine(o.Aud))
+		fmt.Fprintf(w, "  %s\n", agentLine(o.To))
 	}
 }
 
@@ -398,22 +406,18 @@ func principal(p *handoff.Principal) string {
 	return strconv.Quote(p.Sub)
 }
 
-// marks are the chain picture's notes on one offer: whether a trusted key
+// marks are the text picture's notes on one offer: whether a trusted key
 // verified it, and whether it has expired.
-func marks(el handoff.Element, o *handoff.Offer, keys *trust.Config, now time.Time) string {
+func marks(o picture.Offer) string {
 	var m []string
-	if keys != nil {
-		if _, err := handoff.VerifyElement(el, keys); err == nil {
-			m = append(m, "trusted")
-		} else {
-			m = append(m, "UNTRUSTED")
-		}
+	switch o.Signature {
+	case picture.Verified:
+		m = append(m, "trusted")
+	case picture.Unverifiable:
+		m = append(m, "UNTRUSTED")
 	}
-	if n := now.Unix(); o.Exp <= n {
-		m = append(m, "expired "+(time.Duration(min(n-o.Exp, maxSeconds))*time.Second).String()+" ago")
-	}
-	if len(m) == 0 {
-		return ""
+	if o.Expired {
+		m = append(m, "expired "+o.ExpiredFor.String()+" ago")
 	}
 	return strings.Join(m, ", ")
 }

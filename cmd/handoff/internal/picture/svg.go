@@ -1,0 +1,109 @@
+package picture
+
+import (
+	"bytes"
+	"encoding/xml"
+	"fmt"
+	"io"
+	"strings"
+)
+
+// SVG draws c as a standalone SVG document, top to bottom: each agent a
+// box, each offer an arrow from its delegator's box to its delegate's,
+// marked with its hop, form and time, what its prev link says, and its
+// signature (verified green, unverifiable red, not checked grey). Every
+// text the signers chose is escaped; the document loads nothing.
+func (c Chain) SVG(w io.Writer) error {
+	const width, boxH, arrowH, pad = 640, 34, 86, 12
+	var b bytes.Buffer
+	y := pad
+	box := func(label string, warn string) {
+		stroke := "#444"
+		if warn != "" {
+			stroke = "#b00020"
+		}
+		fmt.Fprintf(&b, `<rect x="%d" y="%d" width="%d" height="%d" rx="6" fill="#f4f6fa" stroke="%s"/>`+"\n", pad, y, width-2*pad, boxH, stroke)
+		fmt.Fprintf(&b, `<text x="%d" y="%d" class="agent">%s</text>`+"\n", 2*pad, y+22, esc(clip(label, 70)))
+		if warn != "" {
+			fmt.Fprintf(&b, `<text x="%d" y="%d" class="warn" text-anchor="end">%s</text>`+"\n", width-2*pad, y+22, esc(warn))
+		}
+		y += boxH
+	}
+	for i, o := range c.Offers {
+		if o.Unreadable {
+			box(fmt.Sprintf("element %d cannot be read", i), "unreadable")
+			y += pad
+			continue
+		}
+		switch {
+		case i == 0 && o.Start == Partial:
+			box(o.From, "partial: earlier offers not carried")
+		case i == 0:
+			box(o.From, "")
+		case o.Discontinuous:
+			box(o.From, "discontinuous: the previous offer went elsewhere")
+		}
+		color, mark := "#777", "signature not checked"
+		switch o.Signature {
+		case Verified:
+			color, mark = "#1b7f3b", "verified"
+		case Unverifiable:
+			color, mark = "#b00020", "UNVERIFIABLE"
+		}
+		x := pad + 28
+		fmt.Fprintf(&b, `<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="%s" stroke-width="3" marker-end="url(#head)"/>`+"\n", x, y, x, y+arrowH, color)
+		lines := []string{
+			fmt.Sprintf("hop %s  %s  %s", clip(o.Hop, 24), o.Form, o.Iat.Format("2006-01-02 15:04:05Z")),
+			fmt.Sprintf("%s · %s", mark, o.Link),
+		}
+		if o.Expired {
+			lines[1] += " · expired " + o.ExpiredFor.String() + " ago"
+		}
+		if o.OnBehalfOf != nil {
+			p := "on behalf of " + o.OnBehalfOf.Sub
+			if o.OnBehalfOf.Iss != "" {
+				p += " (" + o.OnBehalfOf.Iss + ")"
+			}
+			lines = append(lines, clip(p, 70))
+		}
+		for j, l := range lines {
+			class := "offer"
+			if j == 1 && (o.Signature == Unverifiable || (o.Link != LinkOK && o.Link != LinkStart && o.Link != LinkNotHere)) {
+				class = "warn"
+			}
+			fmt.Fprintf(&b, `<text x="%d" y="%d" class="%s">%s</text>`+"\n", x+18, y+24+j*20, class, esc(l))
+		}
+		y += arrowH + 6
+		box(o.To, "")
+		y += pad
+	}
+	_, err := fmt.Fprintf(w, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" role="img" aria-label="the chain of offers, oldest first">
+<defs><marker id="head" viewBox="0 0 10 10" refX="8" refY="5" markerWidth="7" markerHeight="7" orient="auto-start-reverse"><path d="M0,0 L10,5 L0,10 z" fill="#444"/></marker>
+<style>text{font-family:ui-monospace,Menlo,Consolas,monospace;font-size:13px;fill:#222}.agent{font-weight:bold}.warn{fill:#b00020;font-weight:bold}</style></defs>
+%s</svg>
+`, width, y, width, y, b.String())
+	return err
+}
+
+// esc escapes s for SVG text, after replacing what no XML text may hold
+// (control characters but tab, invalid UTF-8) with U+FFFD.
+func esc(s string) string {
+	s = strings.Map(func(r rune) rune {
+		if r == '\t' || r >= 0x20 && r != 0x7f && r != 0xfffe && r != 0xffff {
+			return r
+		}
+		return '\ufffd'
+	}, strings.ToValidUTF8(s, "\ufffd"))
+	var b strings.Builder
+	xml.EscapeText(&b, []byte(s))
+	return b.String()
+}
+
+// clip shortens s to at most n runes, marking the cut.
+func clip(s string, n int) string {
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	return string(r[:n-1]) + "…"
+}
