@@ -24,13 +24,24 @@ func cmdInspect(e env, args []string) error {
 	var now unixFlag
 	fs.Var(&now, "now", "the current time, `UNIX` seconds (default: the clock)")
 	asJSON := fs.Bool("json", false, "print what inspect shows as one JSON object, for tools")
-	svgFile := fs.String("svg", "", "also write the chain picture to `FILE` as SVG, as an operator's page draws it (a Handoff only)")
+	svgFile := fs.String("svg", "", "also write the chain picture to `FILE` as SVG, the picture a web page shows (a Handoff only)")
 	pos, err := parse(fs, args)
 	if err != nil {
 		return err
 	}
 	if len(pos) != 1 {
 		return usagef("want exactly one FILE")
+	}
+	if *svgFile == "-" {
+		return usagef("--svg takes a file name (the text picture goes to standard output)")
+	}
+	if *svgFile != "" {
+		// Never write the picture over the file inspected.
+		if a, err := os.Stat(pos[0]); err == nil {
+			if b, err := os.Stat(*svgFile); err == nil && os.SameFile(a, b) {
+				return usagef("--svg %s would overwrite the file inspected", *svgFile)
+			}
+		}
 	}
 	b, err := readBounded(pos[0], handoff.DefaultLimits().MaxHandoff)
 	if err != nil {

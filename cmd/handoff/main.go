@@ -32,7 +32,7 @@ const usage = `Usage:
                   [--scitt-service ID ...] FILE...
     handoff ref [--salted] [--loc URI] FILE
     handoff verify-status --trust TRUSTFILE --from HANDOFF [--now UNIX] STATUS...
-    handoff inspect [--trust TRUSTFILE] [--me ID] [--now UNIX] [--json] FILE
+    handoff inspect [--trust TRUSTFILE] [--me ID] [--now UNIX] [--json] [--svg SVGFILE] FILE
     handoff demo [--keep] [--json]
     handoff trust add --id ID KEYFILE [TRUSTFILE]
     handoff trust list TRUSTFILE

@@ -117,7 +117,7 @@ func TestPicture(t *testing.T) {
 func TestSVG(t *testing.T) {
 	keys := trust.New()
 	s := signers(t, keys, map[string]bool{"https://a.example": true}, "https://a.example", "https://b.example", "https://c.example")
-	hostile := "</text><script>alert(1)</script><image href=\"http://evil.example/x\"/>\x01\x7f\ufffe"
+	hostile := "\u202emoc.elpmaxe\x01\x7f</text><script>alert(1)</script><image href=\"http://evil.example/x\"/>\ufffe"
 	c := Of(chainOf(t, s, hostile), keys, time.Unix(1_700_000_100, 0))
 	var b bytes.Buffer
 	if err := c.SVG(&b); err != nil {
@@ -159,5 +159,16 @@ func TestSVG(t *testing.T) {
 	}
 	if !strings.Contains(b.String(), "&lt;/text&gt;&lt;script&gt;") {
 		t.Errorf("the principal is not drawn escaped")
+	}
+	// A bidi override (which would draw "https://x.example/\u202emoc..." as
+	// another name) and the controls are written as escapes, as the
+	// terminal's picture writes them.
+	for _, raw := range []string{"\u202e", "\x01", "\x7f"} {
+		if strings.Contains(b.String(), raw) {
+			t.Errorf("the picture holds %q raw", raw)
+		}
+	}
+	if !strings.Contains(b.String(), `\u202e`) && !strings.Contains(b.String(), `\x01`) {
+		t.Errorf("the controls are not written as escapes")
 	}
 }

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"strings"
+
+	"github.com/quantumlearningmachines/handoff/cmd/handoff/internal/safetext"
 )
 
 // SVG draws c as a standalone SVG document, top to bottom: each agent a
@@ -31,8 +33,8 @@ func (c Chain) SVG(w io.Writer) error {
 	}
 	for i, o := range c.Offers {
 		if o.Unreadable {
-			box(fmt.Sprintf("element %d cannot be read", i), "unreadable")
 			y += pad
+			box(fmt.Sprintf("element %d cannot be read", i), "unreadable")
 			continue
 		}
 		switch {
@@ -41,6 +43,7 @@ func (c Chain) SVG(w io.Writer) error {
 		case i == 0:
 			box(o.From, "")
 		case o.Discontinuous:
+			y += pad
 			box(o.From, "discontinuous: the previous offer went elsewhere")
 		}
 		color, mark := "#777", "signature not checked"
@@ -50,6 +53,7 @@ func (c Chain) SVG(w io.Writer) error {
 		case Unverifiable:
 			color, mark = "#b00020", "UNVERIFIABLE"
 		}
+		y += pad // the arrow leaves the box below it
 		x := pad + 28
 		fmt.Fprintf(&b, `<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="%s" stroke-width="3" marker-end="url(#head)"/>`+"\n", x, y, x, y+arrowH, color)
 		lines := []string{
@@ -75,8 +79,8 @@ func (c Chain) SVG(w io.Writer) error {
 		}
 		y += arrowH + 6
 		box(o.To, "")
-		y += pad
 	}
+	y += pad
 	_, err := fmt.Fprintf(w, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" role="img" aria-label="the chain of offers, oldest first">
 <defs><marker id="head" viewBox="0 0 10 10" refX="8" refY="5" markerWidth="7" markerHeight="7" orient="auto-start-reverse"><path d="M0,0 L10,5 L0,10 z" fill="#444"/></marker>
 <style>text{font-family:ui-monospace,Menlo,Consolas,monospace;font-size:13px;fill:#222}.agent{font-weight:bold}.warn{fill:#b00020;font-weight:bold}</style></defs>
@@ -85,22 +89,20 @@ func (c Chain) SVG(w io.Writer) error {
 	return err
 }
 
-// esc escapes s for SVG text, after replacing what no XML text may hold
-// (control characters but tab, invalid UTF-8) with U+FFFD.
+// esc escapes s for SVG text: first as the terminal's text is
+// (safetext: controls, bidi overrides and invisible runes written as
+// \u escapes, so that a page cannot show a name the octets do not say),
+// then for XML.
 func esc(s string) string {
-	s = strings.Map(func(r rune) rune {
-		if r == '\t' || r >= 0x20 && r != 0x7f && r != 0xfffe && r != 0xffff {
-			return r
-		}
-		return '\ufffd'
-	}, strings.ToValidUTF8(s, "\ufffd"))
 	var b strings.Builder
-	xml.EscapeText(&b, []byte(s))
+	xml.EscapeText(&b, []byte(safetext.Text(s)))
 	return b.String()
 }
 
-// clip shortens s to at most n runes, marking the cut.
+// clip shortens s, escaped (safetext), to at most n runes, marking the
+// cut: an escape is cut as the text is, never dropped unseen.
 func clip(s string, n int) string {
+	s = safetext.Text(s)
 	r := []rune(s)
 	if len(r) <= n {
 		return s
