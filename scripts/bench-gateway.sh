@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # bench-gateway.sh: the gateway's load test (issue 16), in the style of
-# agentgateway's published benchmark. One run measures three targets with
+# agentgateway's published benchmark. One run measures four targets with
 # the same requests (A2A message/send with 1 KB of text: 80% fresh
 # offers, 10% retransmissions, 10% forgeries):
 #   bare     the upstream agent itself;
 #   nginx    the upstream behind Debian's nginx as a plain reverse proxy
 #            (the cost of one proxy hop with no checks at all);
+#   pass     the upstream behind the same gateway on a route with
+#            without_handoff: pass, sent the messages with no handoff (what
+#            the gateway's a2a-go machinery costs before any check);
 #   gateway  the upstream behind handoff serve's gateway (a verification
 #            and a durable SQLite record per fresh offer).
 # It prints each target's peak requests/s (and its ratio to bare), then

@@ -10,9 +10,9 @@ import (
 
 // An operator's listing of hop records (Store.List): newest first, by
 // state, delegator, open flag and time, a page at a time. The SQL stores
-// answer each page from indexes (hops by state and by delegator, each in
-// the listing's order; open flags by hop), so a page costs the same with a
-// thousand records or a million.
+// answer each page from indexes (hops by state in the listing's order,
+// the primary key for a delegator with few hops, open flags by hop), so a
+// page costs about the same with a thousand records or a million.
 
 // HopQuery selects the records of a listing. The zero values select
 // everything: every state, every delegator, flagged or not, any time.

@@ -1,7 +1,7 @@
 // Command benchgateway is the gateway's load tool (scripts/bench-gateway.sh
 // runs it), in the style of agentgateway's published benchmark: a steady
 // mix of A2A message/send requests (fresh offers, retransmissions and
-// forgeries) against three targets measured in the same run:
+// forgeries) against four targets measured in the same run:
 //
 //   - bare: the upstream agent itself (a plain a2a-go agent that answers
 //     at once; it ignores the handoff in the metadata);
