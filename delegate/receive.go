@@ -180,6 +180,9 @@ func (d *Delegate) claim(ctx context.Context, a *Answer, o *handoff.Offer, offer
 		Iss: o.Iss, Hop: o.Hop, Digest: dg, Offer: offer.Octets, OfferForm: offer.Form,
 		State: state, Received: now, KeepUntil: time.Unix(o.Exp, 0).Add(d.skew()), Canceled: canceled,
 	}
+	if h := a.Result.Handoff; h != nil {
+		rec.SetChain(h.Chain) // the chain as received, for the operator's picture of the hop
+	}
 	if st != nil {
 		rec.Status, rec.StatusForm = st.Octets, st.Form
 	}

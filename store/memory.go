@@ -55,6 +55,7 @@ func NewFirstMemory() *Memory { return NewMemory(time.Time{}) }
 func clone(r *Record) *Record {
 	c := *r
 	c.Offer = append([]byte(nil), r.Offer...)
+	c.Chain, c.ChainForms = cloneChain(r.Chain), slices.Clone(r.ChainForms)
 	if r.Status != nil {
 		c.Status = append([]byte(nil), r.Status...)
 	}
@@ -73,7 +74,7 @@ func (m *Memory) lock() error {
 
 // Claim implements Store.
 func (m *Memory) Claim(_ context.Context, r *Record) (*Record, bool, error) {
-	if err := checkClaim(r); err != nil {
+	if err := CheckClaim(r); err != nil {
 		return nil, false, err
 	}
 	if err := m.lock(); err != nil {
@@ -89,21 +90,6 @@ func (m *Memory) Claim(_ context.Context, r *Record) (*Record, bool, error) {
 	}
 	m.hops[k] = clone(r)
 	return clone(r), true, nil
-}
-
-func checkClaim(r *Record) error {
-	switch r.State {
-	case Received, Accepted, Rejected:
-	default:
-		return fmt.Errorf("store: a hop is claimed as received, accepted or rejected, not %q", r.State)
-	}
-	if r.Iss == "" || r.Hop == "" || len(r.Offer) == 0 || len(r.Digest.Val) == 0 {
-		return fmt.Errorf("store: a claim needs iss, hop, the offer and its digest")
-	}
-	if !r.Released.IsZero() {
-		return fmt.Errorf("store: a new hop is not released")
-	}
-	return nil
 }
 
 // Get implements Store.

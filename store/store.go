@@ -1,7 +1,8 @@
 // Package store keeps the delegate's hop records (draft "Freshness and
 // Replay", "Lifecycle", "Asking Again", "Knowing the Outcome", "Kept
 // Records"): for each (iss, hop) that passed the first three receiving
-// checks, the digest and octets of the first offer, the hop's state, and the
+// checks, the digest and octets of the first offer (and of the chain it
+// came with, for the operator's picture), the hop's state, and the
 // exact octets of the last status sent, so that a retransmission is
 // answered from the record and never processed again, equivocation is
 // detected, and nothing is lost across a restart.
@@ -83,10 +84,19 @@ func CanMove(from, to State) bool {
 
 // Record is what a delegate keeps for one hop.
 type Record struct {
-	Iss, Hop   string
-	Digest     handoff.Digest // handoff digest of the first offer that passed steps 1-3
-	Offer      []byte         // that offer's signed octets, exactly as received
-	OfferForm  handoff.Form
+	Iss, Hop  string
+	Digest    handoff.Digest // handoff digest of the first offer that passed steps 1-3
+	Offer     []byte         // that offer's signed octets, exactly as received
+	OfferForm handoff.Form
+	// Chain: the chain elements the first offer came with, oldest first,
+	// each element's signed octets exactly as received; nil when it came
+	// with none (and for a record kept before records kept chains, or by
+	// Replay). Handoff rebuilds the Handoff from them and the offer.
+	Chain [][]byte
+	// ChainForms: the signed form of each element of Chain, in its order
+	// (a chain may mix JWS and COSE, whatever the offer's form; a chain
+	// element that is neither is FormInvalid); nil exactly when Chain is.
+	ChainForms []handoff.Form
 	State      State
 	Status     []byte // exact octets of the last status sent; nil when none was sent
 	StatusForm handoff.Form
@@ -173,6 +183,25 @@ var (
 // already recorded canceled.
 func CheckedClaim(r *Record) bool {
 	return (r.State == Received || r.State == Accepted) && !r.Canceled
+}
+
+// CheckClaim reports what makes r no record Claim may store: a state
+// other than received, accepted or rejected, no iss, hop, offer or
+// digest, a release, or a chain whose forms do not match it. Every store
+// refuses such a claim with its error, writing nothing.
+func CheckClaim(r *Record) error {
+	switch r.State {
+	case Received, Accepted, Rejected:
+	default:
+		return fmt.Errorf("store: a hop is claimed as received, accepted or rejected, not %q", r.State)
+	}
+	if r.Iss == "" || r.Hop == "" || len(r.Offer) == 0 || len(r.Digest.Val) == 0 {
+		return fmt.Errorf("store: a claim needs iss, hop, the offer and its digest")
+	}
+	if !r.Released.IsZero() {
+		return fmt.Errorf("store: a new hop is not released")
+	}
+	return checkChain(r)
 }
 
 // HopError is an error about one hop: Err (ErrNotFound, ErrConflict, or

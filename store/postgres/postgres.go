@@ -38,21 +38,22 @@ var dialect = sqlhop.Dialect{
 	// Two replicas issuing for the same work at once: one waits.
 	LockWork: `SELECT pg_advisory_xact_lock(hashtext($1))`,
 	// A claim that could begin work and a Hold for its offer are ordered
-	// by a lock on the offer (handoff_offer_key, migration 9, in the
+	// by a lock on the offer (handoff_offer_key, migration 8, in the
 	// two-key space of advisory locks, apart from LockWork's): Hold takes
 	// it exclusively, claims share it, so claims never wait for each
 	// other nor for a Hold of another offer.
 	LockOffer: `SELECT pg_advisory_xact_lock(7266617, handoff_offer_key($1, $2, $3))`,
 	// A group commit shares its offers' locks and reads the cancels held
-	// for them in one round trip (handoff_held_among, migration 9: the
+	// for them in one round trip (handoff_held_among, migration 8: the
 	// read, a statement of its own inside the function, sees what
 	// committed while the locks were awaited).
 	HeldAmong: `SELECT o_iss, o_alg, o_offer FROM handoff_held_among($1::text[], $2::text[], $3::bytea[])`,
 	// A lone checked claim takes its lock and inserts in one round trip:
-	// the function (migration 9) runs its statements in order, each seeing
+	// the function (migration 8; its fifteenth parameter, the chain,
+	// migration 10) runs its statements in order, each seeing
 	// what committed before it began, so the insert sees any Hold that
 	// committed before the lock was granted.
-	ClaimChecked: `SELECT handoff_claim($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)`,
+	ClaimChecked: `SELECT handoff_claim($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)`,
 	Migrations: []string{`
 CREATE TABLE meta (k TEXT PRIMARY KEY, v TEXT NOT NULL);
 CREATE TABLE hops (
@@ -198,7 +199,28 @@ $$`,
 		// an operator build it first with CREATE INDEX CONCURRENTLY and
 		// these very columns.
 		`CREATE INDEX IF NOT EXISTS hops_listed ON hops (state, received, iss COLLATE "C", hop COLLATE "C");
-CREATE INDEX IF NOT EXISTS flags_open ON flags (iss, hop) WHERE resolved = 0`},
+CREATE INDEX IF NOT EXISTS flags_open ON flags (iss, hop) WHERE resolved = 0`,
+		// 10: the chain the hop's first offer came with (store.Record.Chain
+		// and ChainForms, in one value: sqlhop's chain.go), for an
+		// operator's picture of the hop. NULL for no chain and for every
+		// record kept before: a nullable column with no default is added
+		// without rewriting the table. handoff_claim gains the column as
+		// a fifteenth parameter (an overload: the one of migration 8
+		// stays for a replica of the version before, still running, whose
+		// claims keep no chain).
+		`ALTER TABLE hops ADD COLUMN IF NOT EXISTS chain BYTEA;
+CREATE FUNCTION handoff_claim(p_iss TEXT, p_hop TEXT, p_digest_alg TEXT, p_digest BYTEA, p_offer BYTEA,
+  p_offer_form INTEGER, p_state TEXT, p_status BYTEA, p_status_form INTEGER, p_canceled INTEGER, p_equivocated INTEGER,
+  p_received BIGINT, p_keep_until BIGINT, p_decided BIGINT, p_chain BYTEA) RETURNS INTEGER
+LANGUAGE plpgsql VOLATILE AS $$
+DECLARE n INTEGER; BEGIN
+  PERFORM pg_advisory_xact_lock_shared(7266617, handoff_offer_key(p_iss, p_digest_alg, p_digest)); INSERT INTO hops (iss, hop, digest_alg, digest, offer, offer_form, state, status,
+    status_form, canceled, equivocated, received, keep_until, decided, chain)
+  SELECT p_iss, p_hop, p_digest_alg, p_digest, p_offer, p_offer_form, p_state, p_status, p_status_form, p_canceled,
+    p_equivocated, p_received, p_keep_until, p_decided, p_chain
+  WHERE NOT EXISTS (SELECT 1 FROM held_cancels WHERE iss = p_iss AND offer_alg = p_digest_alg AND offer = p_digest)
+  ON CONFLICT (iss, hop) DO NOTHING; GET DIAGNOSTICS n = ROW_COUNT; RETURN n; END
+$$`},
 }
 
 // Open connects to the database named by dsn (a libpq connection string

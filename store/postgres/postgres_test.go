@@ -135,8 +135,10 @@ func TestReopenKeepsRecordsAndSince(t *testing.T) {
 		t.Fatal(err)
 	}
 	a := storetest.NewRecord("a", store.Accepted, 0)
-	b := storetest.NewRecord("b", store.Received, 0)
-	for _, r := range []*store.Record{a, b} {
+	b := storetest.NewRecord("b", store.Received, 2) // its offer came with a chain of two
+	c := storetest.NewRecord("c", store.Received, 0)
+	c.Chain, c.ChainForms = [][]byte{}, []handoff.Form{} // an empty chain stays empty
+	for _, r := range []*store.Record{a, b, c} {
 		if _, ins, err := s.Claim(ctx, r); err != nil || !ins {
 			t.Fatalf("Claim(%s) = %v, %v", r.Hop, ins, err)
 		}
@@ -159,7 +161,7 @@ func TestReopenKeepsRecordsAndSince(t *testing.T) {
 	}
 
 	s = open(t, dsn)
-	for _, want := range []*store.Record{a, b} {
+	for _, want := range []*store.Record{a, b, c} {
 		got, err := s.Get(ctx, want.Iss, want.Hop)
 		if err != nil {
 			t.Fatalf("Get(%s) after reopening: %v", want.Hop, err)

@@ -139,7 +139,13 @@ CREATE INDEX copies_digest ON copies (digest, digest_alg, iss, hop)`,
 		// the index) and the open flags (few) by hop. Each index on hops
 		// is one more page a claim's commit writes (decision 88).
 		`CREATE INDEX IF NOT EXISTS hops_listed ON hops (state, received, iss, hop);
-CREATE INDEX IF NOT EXISTS flags_open ON flags (iss, hop) WHERE resolved = 0`},
+CREATE INDEX IF NOT EXISTS flags_open ON flags (iss, hop) WHERE resolved = 0`,
+		// 9: the chain the hop's first offer came with (store.Record.Chain
+		// and ChainForms, in one value: sqlhop's chain.go), for an
+		// operator's picture of the hop. NULL for no chain and for every
+		// record kept before: adding it rewrites nothing, and the claim
+		// stays one statement.
+		`ALTER TABLE hops ADD COLUMN chain BLOB`},
 }
 
 // DSN returns the driver's data source name for a database file: WAL,

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/quantumlearningmachines/handoff"
 	"github.com/quantumlearningmachines/handoff/store"
 )
 
@@ -33,8 +34,10 @@ func TestDiffRecordSeesEveryField(t *testing.T) {
 		switch {
 		case f.Type() == timeType:
 			f.Set(reflect.ValueOf(f.Interface().(time.Time).Add(time.Second)))
-		case f.Kind() == reflect.Slice:
+		case f.Kind() == reflect.Slice && f.Type().Elem().Kind() == reflect.Uint8:
 			f.SetBytes(append(f.Bytes(), 'x'))
+		case f.Kind() == reflect.Slice:
+			f.Set(reflect.Append(f, reflect.Zero(f.Type().Elem())))
 		case f.Kind() == reflect.String:
 			f.SetString(f.String() + "x")
 		case f.Kind() == reflect.Bool:
@@ -57,5 +60,18 @@ func TestDiffRecordSeesEveryField(t *testing.T) {
 	a.Status, b.Status = nil, []byte{}
 	if d := DiffRecord(a, b); len(d) != 1 {
 		t.Errorf("nil vs empty Status: %q, want one difference", d)
+	}
+	// A nil chain is not an empty one; in a chain, an element's octets
+	// and forms are compared one by one.
+	a, b = copyRecord(base), copyRecord(base)
+	a.Chain, b.Chain = nil, [][]byte{}
+	if d := DiffRecord(a, b); len(d) != 1 {
+		t.Errorf("nil vs empty Chain: %q, want one difference", d)
+	}
+	a, b = NewRecord("h", store.Accepted, 2), NewRecord("h", store.Accepted, 2)
+	b.Chain[1] = append(b.Chain[1], 'x')
+	b.ChainForms[0] = handoff.FormInvalid
+	if d := DiffRecord(a, b); len(d) != 2 || !strings.HasPrefix(d[0], "Chain[1]:") || !strings.HasPrefix(d[1], "ChainForms[0]:") {
+		t.Errorf("a chain's element and a form changed: %q, want Chain[1] and ChainForms[0]", d)
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -51,6 +52,8 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"ClaimKeyIsIssAndHop", testClaimKeyIsIssAndHop},
 		{"ClaimStoresEveryField", testClaimStoresEveryField},
 		{"ClaimRefusesBadState", testClaimRefusesBadState},
+		{"ClaimKeepsTheChain", testClaimKeepsTheChain},
+		{"ClaimRefusesAChainWithoutItsForms", testClaimRefusesAChainWithoutItsForms},
 		{"GetMissingIsErrNotFound", testGetMissingIsErrNotFound},
 		{"ListMatchesTheModelByPages", testList},
 		{"ListPageIsOneSnapshot", testListWhileMoving},
@@ -104,9 +107,23 @@ func Status(label string) []byte {
 	return append([]byte{0x00, 0xff, 0xfe, 0x80}, "status:"+label...)
 }
 
+// Chain returns deterministic chain elements for a hop, n of them, oldest
+// first, with their forms: COSE, JWS and invalid in turn (a chain mixes
+// forms, whatever its offer's), each element holding every byte value
+// like Offer, then the hop, the variant and its index.
+func Chain(hop string, variant, n int) ([][]byte, []handoff.Form) {
+	chain, forms := make([][]byte, n), make([]handoff.Form, n)
+	for i := range n {
+		chain[i] = fmt.Appendf(Offer(hop, variant), "/chain[%d]", i)
+		forms[i] = []handoff.Form{handoff.FormCOSE, handoff.FormJWS, handoff.FormInvalid}[i%3]
+	}
+	return chain, forms
+}
+
 // NewRecord returns the record of a hop (issuer Iss) claimed in state st at
 // Base, kept until Base+5m. A Rejected record carries its status and is
-// decided at Base.
+// decided at Base. Its offer came with a chain of variant%3 elements
+// (Chain), none (a nil Chain) when that is 0.
 func NewRecord(hop string, st store.State, variant int) *store.Record {
 	offer := Offer(hop, variant)
 	r := &store.Record{
@@ -118,6 +135,9 @@ func NewRecord(hop string, st store.State, variant int) *store.Record {
 		State:     st,
 		Received:  Base,
 		KeepUntil: Base.Add(keepFor),
+	}
+	if n := variant % 3; n > 0 {
+		r.Chain, r.ChainForms = Chain(hop, variant, n)
 	}
 	switch st {
 	case store.Accepted:
@@ -132,8 +152,10 @@ func NewRecord(hop string, st store.State, variant int) *store.Record {
 // DiffRecord lists how got differs from want, field by field, every field
 // of store.Record by reflection (so that a field added to Record is
 // compared without anyone remembering to): byte slices exactly (a nil
-// Status is not an empty one), times with Equal, structs member by member,
-// the rest with ==.
+// Status is not an empty one), other slices (Chain, ChainForms) nil apart
+// from empty and then element by element (a chain element's octets by
+// value: it has no nil of its own), times with Equal, structs member by
+// member, the rest with ==.
 func DiffRecord(got, want *store.Record) []string {
 	if got == nil || want == nil {
 		if got == want {
@@ -167,12 +189,34 @@ func diffValue(path string, g, w reflect.Value, d []string) []string {
 		if (gb == nil) != (wb == nil) || !bytes.Equal(gb, wb) {
 			d = append(d, fmt.Sprintf("%s: got %s, want %s", path, octets(gb), octets(wb)))
 		}
+	case g.Kind() == reflect.Slice:
+		if g.IsNil() != w.IsNil() || g.Len() != w.Len() {
+			return append(d, fmt.Sprintf("%s: got %s, want %s", path, elements(g), elements(w)))
+		}
+		for i := range g.Len() {
+			name := fmt.Sprintf("%s[%d]", path, i)
+			ge, we := g.Index(i), w.Index(i)
+			if ge.Kind() == reflect.Slice && ge.Type().Elem().Kind() == reflect.Uint8 {
+				if !bytes.Equal(ge.Bytes(), we.Bytes()) {
+					d = append(d, fmt.Sprintf("%s: got %s, want %s", name, octets(ge.Bytes()), octets(we.Bytes())))
+				}
+				continue
+			}
+			d = diffValue(name, ge, we, d)
+		}
 	default:
 		if !g.Equal(w) {
 			d = append(d, fmt.Sprintf("%s: got %v, want %v", path, g.Interface(), w.Interface()))
 		}
 	}
 	return d
+}
+
+func elements(v reflect.Value) string {
+	if v.IsNil() {
+		return "nil"
+	}
+	return fmt.Sprintf("%d elements", v.Len())
 }
 
 func octets(b []byte) string {
@@ -185,6 +229,13 @@ func octets(b []byte) string {
 func copyRecord(r *store.Record) *store.Record {
 	c := *r
 	c.Offer = bytes.Clone(r.Offer)
+	if r.Chain != nil {
+		c.Chain = make([][]byte, len(r.Chain))
+		for i, el := range r.Chain {
+			c.Chain[i] = bytes.Clone(el)
+		}
+	}
+	c.ChainForms = slices.Clone(r.ChainForms)
 	c.Status = bytes.Clone(r.Status)
 	c.Digest.Val = bytes.Clone(r.Digest.Val)
 	return &c

@@ -361,7 +361,7 @@ func (s *DB) multiClaim(n int) string {
 	}
 	var b strings.Builder
 	b.WriteString(`INSERT INTO hops (` + hopCols + `) VALUES `)
-	row := "(" + strings.TrimSuffix(strings.Repeat("?,", hopColCount), ",") + ")"
+	row := "(" + marks(hopColCount) + ")"
 	for i := range n {
 		if i > 0 {
 			b.WriteByte(',')

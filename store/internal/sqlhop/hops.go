@@ -16,16 +16,8 @@ func (s *DB) Claim(ctx context.Context, r *store.Record) (*store.Record, bool, e
 	if err := s.open(); err != nil {
 		return nil, false, err
 	}
-	switch r.State {
-	case store.Received, store.Accepted, store.Rejected:
-	default:
-		return nil, false, fmt.Errorf("store: a hop is claimed as received, accepted or rejected, not %q", r.State)
-	}
-	if r.Iss == "" || r.Hop == "" || len(r.Offer) == 0 || len(r.Digest.Val) == 0 {
-		return nil, false, errors.New("store: a claim needs iss, hop, the offer and its digest")
-	}
-	if !r.Released.IsZero() {
-		return nil, false, errors.New("store: a new hop is not released")
+	if err := store.CheckClaim(r); err != nil {
+		return nil, false, err
 	}
 	if s.idle == nil {
 		return s.claimOne(ctx, r)
@@ -115,7 +107,7 @@ func (s *DB) insertClaim(ctx context.Context, r *store.Record, checked bool) (bo
 func claimArgs(r *store.Record) []any {
 	return []any{r.Iss, r.Hop, r.Digest.Alg, r.Digest.Val, r.Offer, int(r.OfferForm),
 		string(r.State), r.Status, int(r.StatusForm), boolInt(r.Canceled), boolInt(r.Equivocated), nanos(r.Received),
-		nanos(r.KeepUntil), nanos(r.Decided)}
+		nanos(r.KeepUntil), nanos(r.Decided), chainValue(r.Chain, r.ChainForms)}
 }
 
 // Get implements store.Store.

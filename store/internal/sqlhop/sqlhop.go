@@ -120,9 +120,13 @@ type queries struct {
 	claim, claimChecked, anyHeld, heldFor, get, transition, transitionKeep, transitionIf, transitionKeepIf, cancel, release, pruneFlags, equivocated, raise, flags, flagsAll, resolve, sweepEnd, sweep, sweepLast, getSince, forget, setSince, getForUpdate string
 }
 
-const hopCols = `iss, hop, digest_alg, digest, offer, offer_form, state, status, status_form, canceled, equivocated, received, keep_until, decided`
+// hopCols are the columns a claim writes. chain (chain.go) is the hops
+// table's last column (added by the last migration), so a statement that
+// reads only the columns before it (a sweep) never walks the overflow
+// pages of a long chain.
+const hopCols = `iss, hop, digest_alg, digest, offer, offer_form, state, status, status_form, canceled, equivocated, received, keep_until, decided, chain`
 
-const hopColCount = 14
+const hopColCount = 15
 
 // selCols are the columns a read returns: hopCols and released, which a
 // claim leaves at its default (a new hop is never released), so the claim
@@ -135,8 +139,11 @@ func (d Dialect) claimChecked() string {
 	if d.ClaimChecked != "" {
 		return d.ClaimChecked
 	}
-	return d.bind(`INSERT INTO hops (` + hopCols + `) SELECT ?,?,?,?,?,?,?,?,?,?,?,?,?,? WHERE NOT EXISTS (SELECT 1 FROM held_cancels WHERE iss = ? AND offer_alg = ? AND offer = ?) ON CONFLICT (iss, hop) DO NOTHING`)
+	return d.bind(`INSERT INTO hops (` + hopCols + `) SELECT ` + marks(hopColCount) + ` WHERE NOT EXISTS (SELECT 1 FROM held_cancels WHERE iss = ? AND offer_alg = ? AND offer = ?) ON CONFLICT (iss, hop) DO NOTHING`)
 }
+
+// marks is n placeholders, "?,?,...,?".
+func marks(n int) string { return strings.TrimSuffix(strings.Repeat("?,", n), ",") }
 
 func (d Dialect) bind(q string) string {
 	if !d.Dollar {
@@ -171,7 +178,7 @@ func Open(ctx context.Context, db *sql.DB, d Dialect, now time.Time) (*DB, error
 	}
 	b := d.bind
 	s.q = queries{
-		claim:        b(`INSERT INTO hops (` + hopCols + `) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?) ON CONFLICT (iss, hop) DO NOTHING`),
+		claim:        b(`INSERT INTO hops (` + hopCols + `) VALUES (` + marks(hopColCount) + `) ON CONFLICT (iss, hop) DO NOTHING`),
 		claimChecked: d.claimChecked(),
 		anyHeld:      `SELECT 1 FROM held_cancels LIMIT 1`,
 		heldFor: b(`SELECT status, status_form, arrived, keep_until FROM held_cancels
@@ -335,12 +342,17 @@ func scanHop(row scanner) (*store.Record, error) {
 	var state string
 	var offerForm, statusForm, canceled, equivocated int
 	var received, keep, decided, released int64
+	var chain []byte
 	if err := row.Scan(&r.Iss, &r.Hop, &r.Digest.Alg, &r.Digest.Val, &r.Offer, &offerForm, &state, &r.Status,
-		&statusForm, &canceled, &equivocated, &received, &keep, &decided, &released); err != nil {
+		&statusForm, &canceled, &equivocated, &received, &keep, &decided, &chain, &released); err != nil {
 		if errors.Is(err, sql.ErrNoRows) {
 			return nil, store.ErrNotFound
 		}
 		return nil, err
+	}
+	var err error
+	if r.Chain, r.ChainForms, err = parseChain(chain); err != nil {
+		return nil, fmt.Errorf("store: hop %s of %q: %w", r.Hop, r.Iss, err)
 	}
 	r.OfferForm, r.StatusForm = handoff.Form(offerForm), handoff.Form(statusForm)
 	r.State = store.State(state)

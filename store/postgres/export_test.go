@@ -1,0 +1,5 @@
+package postgres
+
+// Migrations are the schema's migrations, for a test that builds a
+// database as an earlier version left it.
+var Migrations = dialect.Migrations
