@@ -4,6 +4,8 @@ go 1.26.0
 
 require (
 	github.com/a2aproject/a2a-go v0.3.15
+	github.com/chromedp/cdproto v0.160.1
+	github.com/chromedp/chromedp v0.23.1
 	github.com/fxamacker/cbor/v2 v2.10.0
 	github.com/go-jose/go-jose/v4 v4.1.9
 	github.com/go-json-experiment/json v1.27.2

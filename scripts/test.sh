@@ -61,6 +61,19 @@ if [ ${#missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${missing[@]}" >&2
 fi
 
+# Debian's chromium drives the operator console in a browser
+# (TestConsoleInBrowser, which CI=true, set below, does not let skip),
+# installed the same way when missing.
+if [ ! -x /usr/bin/chromium ]; then
+  if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null 2>&1; then
+    echo "test.sh: /usr/bin/chromium missing, which TestConsoleInBrowser needs; install it (Debian: apt-get install chromium)" >&2
+    exit 1
+  fi
+  echo "== installing chromium for the operator console's browser test (apt-get install chromium)"
+  apt-get update >&2
+  DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends chromium >&2
+fi
+
 echo "== PostgreSQL for the store tests"
 # shellcheck source=scripts/pg.sh
 source scripts/pg.sh

@@ -76,6 +76,10 @@ func newUpstreamA2A(route string, client *a2aclient.Client, log *slog.Logger) *u
 
 var _ a2asrv.AgentExecutor = (*upstreamA2A)(nil)
 
+// contextIDKey holds the contextId of the message a request to the
+// upstream carries on, for the links (links.go).
+type contextIDKey struct{}
+
 // cancelTimeout bounds the upstream cancel sent for a stopped hop.
 const cancelTimeout = 30 * time.Second
 
@@ -142,7 +146,7 @@ func (u *upstreamA2A) Execute(ctx context.Context, rc *a2asrv.RequestContext, q 
 	// cancel it), and the upstream's answer to the cancel says whether
 	// the work completed anyway.
 	var stop context.CancelFunc
-	e.sctx, stop = context.WithCancel(context.WithoutCancel(ctx))
+	e.sctx, stop = context.WithCancel(context.WithValue(context.WithoutCancel(ctx), contextIDKey{}, m.ContextID))
 	defer stop()
 	defer context.AfterFunc(u.life, stop)()
 	known := make(chan struct{})

@@ -5,7 +5,6 @@ package gateway
 
 import (
 	_ "embed"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -47,6 +46,14 @@ type Config struct {
 	Policy         Policy
 	Routes         []Route
 	Tracing        Tracing // zero: no spans exported
+	// Operator: who may use the operator console on the admin port
+	// (console.go); zero: the console is off.
+	Operator Operator
+	// AdminTLS serves the admin port over TLS; zero: plain HTTP.
+	AdminTLS TLS
+	// Egress: the agent's outbound calls, signed as the agent (egress.go);
+	// zero: no egress listener.
+	Egress Egress
 
 	lines lineMap // each key path's line, for the problems Open finds
 }
@@ -82,6 +89,48 @@ type InboundJWT struct {
 // certificates are verified against ("" for none asked).
 type TLS struct {
 	CertFile, KeyFile, ClientCAFile string
+}
+
+// Operator says who may use the operator console: TokensFile maps a
+// bearer token to the operator's name ({"<token>": "<name>"}), which
+// each resolution records.
+type Operator struct {
+	TokensFile string
+}
+
+// Egress is the listener the agent behind the gateway calls other agents
+// and tool servers through: each outbound task or tool call gets an
+// offer signed as identity.id, linked to the inbound hop it serves.
+type Egress struct {
+	Listen string // "" for no egress listener
+	Routes []EgressRoute
+}
+
+// EgressRoute is one downstream reached through the egress listener.
+type EgressRoute struct {
+	Name     string
+	Protocol string // "a2a" or "mcp"
+	Path     string // prefix on egress.listen, stripped before forwarding
+	AgentID  string // the downstream's AgentId: the offers' aud
+	URL      *url.URL
+	// TokenFile / TokenEnv hold the bearer token the gateway sends the
+	// downstream (its inbound authentication), so that a lost reply
+	// asked again is answered with the recorded status; both "": none.
+	TokenFile, TokenEnv string
+	// TTL is each offer's lifetime (exp - iat); 0: 300 s.
+	TTL time.Duration
+	// CallTimeout bounds one outbound call, its asks again included:
+	// then it is abandoned, its outcome unknown (flagged); 0: 15 min.
+	CallTimeout time.Duration
+	// SpeaksHandoff: the downstream runs the receiving checks (a
+	// handoff gateway, or an agent with the library), so a lost reply is
+	// asked for again from the first call; otherwise only once a signed
+	// status has come from it (a plain server would run the work again).
+	SpeaksHandoff bool
+	// StartsChains: the agent starts work of its own through this
+	// route (it is where chains begin), so a call with no link is
+	// counted as "origin", not flagged as unlinked.
+	StartsChains bool
 }
 
 // Tracing exports a span per request over OTLP/HTTP (tracing.go).
@@ -259,7 +308,9 @@ func validate(doc any, lines lineMap) Problems {
 // never quote it.
 func secretPath(path string) bool {
 	return path == "store" || strings.HasPrefix(path, "identity.") || strings.HasPrefix(path, "inbound.") || strings.HasPrefix(path, "tls.") ||
-		strings.HasPrefix(path, "routes[") && strings.HasSuffix(path, ".upstream")
+		strings.HasPrefix(path, "admin_tls.") || strings.HasPrefix(path, "operator.") ||
+		strings.HasPrefix(path, "routes[") && strings.HasSuffix(path, ".upstream") ||
+		strings.HasPrefix(path, "egress.routes[") && (strings.HasSuffix(path, ".url") || strings.Contains(path, ".bearer_token_"))
 }
 
 // pathOf spells a JSON Schema instance location as a key path.
@@ -437,8 +488,98 @@ func build(m map[string]any, lines lineMap, dir string) (*Config, error) {
 		}
 	}
 
+	if op, ok := m["operator"].(map[string]any); ok {
+		c.Operator.TokensFile = file(str(op, "tokens_file"))
+		if c.Admin == "" {
+			fail("operator", "the console is served on the admin port: set admin")
+		}
+	}
+	if t, ok := m["admin_tls"].(map[string]any); ok {
+		c.AdminTLS = TLS{CertFile: file(str(t, "cert_file")), KeyFile: file(str(t, "key_file"))}
+		if c.Admin == "" {
+			fail("admin_tls", "there is no admin port to serve over TLS: set admin")
+		}
+	}
+	if eg, ok := m["egress"].(map[string]any); ok {
+		c.Egress.Listen = str(eg, "listen")
+		addr("egress.listen", c.Egress.Listen)
+		if !isLoopback(c.Egress.Listen) {
+			// Whoever reaches it has offers signed as identity.id: the
+			// agent beside the gateway only (decision 90).
+			fail("egress.listen", "not a loopback address: whoever reaches the egress gets offers signed as identity.id, so it listens for the agent on the same host only (127.0.0.1 or [::1])")
+		}
+		for _, other := range []struct{ key, a string }{{"listen", c.Listen}, {"admin", c.Admin}} {
+			if other.a != "" && other.a == c.Egress.Listen && !strings.HasSuffix(other.a, ":0") {
+				fail("egress.listen", "the same address as %s: the egress listener must be its own", other.key)
+			}
+		}
+		enames, epaths := map[string]int{}, map[string]int{}
+		ers, _ := eg["routes"].([]any)
+		for i, x := range ers {
+			r, _ := x.(map[string]any)
+			at := fmt.Sprintf("egress.routes[%d]", i)
+			er := EgressRoute{Name: str(r, "name"), Protocol: str(r, "protocol"), Path: str(r, "path"), AgentID: str(r, "agent_id"),
+				TokenFile: file(str(r, "bearer_token_file")), TokenEnv: str(r, "bearer_token_env")}
+			er.StartsChains, _ = r["starts_chains"].(bool)
+			er.SpeaksHandoff, _ = r["speaks_handoff"].(bool)
+			if er.TokenFile != "" && er.TokenEnv != "" {
+				fail(at+".bearer_token_env", "give bearer_token_file or bearer_token_env, not both")
+			}
+			if s, ok := r["ttl"].(string); ok {
+				d, err := time.ParseDuration(s)
+				switch {
+				case err != nil:
+					fail(at+".ttl", "not a duration: %v", err)
+				case d < 2*time.Second:
+					fail(at+".ttl", "at least 2s")
+				}
+				er.TTL = d
+			}
+			if s, ok := r["call_timeout"].(string); ok {
+				d, err := time.ParseDuration(s)
+				switch {
+				case err != nil:
+					fail(at+".call_timeout", "not a duration: %v", err)
+				case d < time.Second:
+					fail(at+".call_timeout", "at least 1s")
+				}
+				er.CallTimeout = d
+			}
+			if j, dup := enames[er.Name]; dup {
+				fail(at+".name", "%q is also the name of egress.routes[%d]", er.Name, j)
+			}
+			enames[er.Name] = i
+			if !strings.HasSuffix(er.Path, "/") {
+				er.Path += "/"
+			}
+			if j, dup := epaths[er.Path]; dup {
+				fail(at+".path", "%q is also the path of egress.routes[%d]", er.Path, j)
+			}
+			epaths[er.Path] = i
+			if er.AgentID == c.Identity.ID {
+				fail(at+".agent_id", "is identity.id: an agent does not hand work to itself through its own gateway")
+			}
+			u, err := url.Parse(str(r, "url"))
+			switch {
+			case err != nil:
+				// url.Error quotes the value, which may hold a password.
+				fail(at+".url", "not a URL (the value is not shown: it may hold a secret)")
+			case u.User != nil:
+				fail(at+".url", "a URL with credentials in it: give the downstream's token as bearer_token_file or bearer_token_env")
+			case u.RawQuery != "" || u.Fragment != "":
+				fail(at+".url", "a base URL takes no query or fragment")
+			default:
+				er.URL = u
+			}
+			c.Egress.Routes = append(c.Egress.Routes, er)
+		}
+	}
+
 	names, paths := map[string]int{}, map[string]int{}
 	routes, _ := m["routes"].([]any)
+	if len(routes) == 0 && len(c.Egress.Routes) == 0 {
+		fail("routes", "no route: give at least one route, or egress routes for a gateway that only signs outbound calls")
+	}
 	for i, x := range routes {
 		r, _ := x.(map[string]any)
 		at := fmt.Sprintf("routes[%d]", i)
@@ -473,7 +614,8 @@ func build(m map[string]any, lines lineMap, dir string) (*Config, error) {
 		u, err := url.Parse(str(r, "upstream"))
 		switch {
 		case err != nil:
-			fail(at+".upstream", "not a URL: %v", err)
+			// url.Error quotes the value, which may hold a password.
+			fail(at+".upstream", "not a URL (the value is not shown: it may hold a secret)")
 		case u.User != nil:
 			fail(at+".upstream", "a URL with credentials in it: the gateway sends none of its own")
 		case u.RawQuery != "" || u.Fragment != "":
@@ -491,129 +633,21 @@ func build(m map[string]any, lines lineMap, dir string) (*Config, error) {
 	return c, nil
 }
 
-// redactDSN masks a PostgreSQL URL's password, in its user part and in
-// its query (password, sslpassword, and any other key naming one); a
-// DSN that does not parse is masked whole.
-func redactDSN(dsn string) string {
-	u, err := url.Parse(dsn)
-	if err != nil {
-		return "(not shown)"
+// EffectiveCallTimeout bounds one outbound call (15 min unless given).
+func (r EgressRoute) EffectiveCallTimeout() time.Duration {
+	if r.CallTimeout == 0 {
+		return 15 * time.Minute
 	}
-	if u.User != nil {
-		if _, has := u.User.Password(); has {
-			u.User = url.UserPassword(u.User.Username(), "xxxxx")
-		}
-	}
-	q := u.Query()
-	for k := range q {
-		if strings.Contains(strings.ToLower(k), "password") {
-			q.Set(k, "xxxxx")
-		}
-	}
-	u.RawQuery = q.Encode()
-	return u.String()
+	return r.CallTimeout
 }
 
-// redactedStore is the store key as logs and the admin port show it.
-func redactedStore(store string) string {
-	if strings.HasPrefix(store, "sqlite:") {
-		return store
+// EffectiveTTL is the lifetime of the route's offers (300 s unless
+// given).
+func (r EgressRoute) EffectiveTTL() time.Duration {
+	if r.TTL == 0 {
+		return 300 * time.Second
 	}
-	return redactDSN(store)
-}
-
-// Redacted is the configuration as the admin port shows it: secrets (a
-// PostgreSQL DSN's password) masked; a key is named by its file or
-// variable, never shown.
-func (c *Config) Redacted() ([]byte, error) {
-	store := redactedStore(c.Store)
-	type route struct {
-		Name               string `json:"name"`
-		Protocol           string `json:"protocol"`
-		Path               string `json:"path"`
-		Upstream           string `json:"upstream"`
-		WithoutHandoff     string `json:"without_handoff"`
-		FailuresEffectFree bool   `json:"failures_effect_free"`
-		CallTimeout        string `json:"call_timeout,omitempty"`
-	}
-	out := struct {
-		Listen   string `json:"listen"`
-		Admin    string `json:"admin,omitempty"`
-		Identity struct {
-			ID      string `json:"id"`
-			KeyFile string `json:"key_file,omitempty"`
-			KeyEnv  string `json:"key_env,omitempty"`
-		} `json:"identity"`
-		TrustFile string `json:"trust_file"`
-		Store     string `json:"store"`
-		Recover   bool   `json:"recover_on_start"`
-		Inbound   struct {
-			BearerTokensFile string `json:"bearer_tokens_file,omitempty"`
-			ClientCertsFile  string `json:"client_certs_file,omitempty"`
-			JWT              *struct {
-				JWKSFile   string `json:"jwks_file,omitempty"`
-				JWKSURL    string `json:"jwks_url,omitempty"`
-				Issuer     string `json:"issuer"`
-				Audience   string `json:"audience"`
-				Claim      string `json:"claim"`
-				AgentsFile string `json:"agents_file"`
-			} `json:"jwt,omitempty"`
-		} `json:"inbound"`
-		TLS *struct {
-			CertFile     string `json:"cert_file"`
-			KeyFile      string `json:"key_file"`
-			ClientCAFile string `json:"client_ca_file,omitempty"`
-		} `json:"tls,omitempty"`
-		Policy struct {
-			Skew             string `json:"skew"`
-			MaxLifetime      string `json:"max_lifetime"`
-			MaxChain         int    `json:"max_chain"`
-			RequireFullChain bool   `json:"require_full_chain"`
-		} `json:"policy"`
-		Routes  []route `json:"routes"`
-		Tracing *struct {
-			Endpoint    string  `json:"otlp_endpoint"`
-			ServiceName string  `json:"service_name"`
-			SampleRatio float64 `json:"sample_ratio"`
-		} `json:"tracing,omitempty"`
-	}{Listen: c.Listen, Admin: c.Admin, TrustFile: c.TrustFile, Store: store, Recover: c.RecoverOnStart}
-	out.Identity.ID, out.Identity.KeyFile, out.Identity.KeyEnv = c.Identity.ID, c.Identity.KeyFile, c.Identity.KeyEnv
-	out.Inbound.BearerTokensFile, out.Inbound.ClientCertsFile = c.Inbound.BearerTokensFile, c.Inbound.ClientCertsFile
-	if j := c.Inbound.JWT; j != (InboundJWT{}) {
-		out.Inbound.JWT = &struct {
-			JWKSFile   string `json:"jwks_file,omitempty"`
-			JWKSURL    string `json:"jwks_url,omitempty"`
-			Issuer     string `json:"issuer"`
-			Audience   string `json:"audience"`
-			Claim      string `json:"claim"`
-			AgentsFile string `json:"agents_file"`
-		}{j.JWKSFile, j.JWKSURL, j.Issuer, j.Audience, j.Claim, j.AgentsFile}
-	}
-	if c.TLS != (TLS{}) {
-		out.TLS = &struct {
-			CertFile     string `json:"cert_file"`
-			KeyFile      string `json:"key_file"`
-			ClientCAFile string `json:"client_ca_file,omitempty"`
-		}{c.TLS.CertFile, c.TLS.KeyFile, c.TLS.ClientCAFile}
-	}
-	o := c.Policy
-	out.Policy.Skew, out.Policy.MaxLifetime = o.EffectiveSkew().String(), o.EffectiveMaxLifetime().String()
-	out.Policy.MaxChain, out.Policy.RequireFullChain = o.EffectiveMaxChain(), o.RequireFullChain
-	if t := c.Tracing; t.Endpoint != nil {
-		out.Tracing = &struct {
-			Endpoint    string  `json:"otlp_endpoint"`
-			ServiceName string  `json:"service_name"`
-			SampleRatio float64 `json:"sample_ratio"`
-		}{t.Endpoint.String(), t.ServiceName, t.SampleRatio}
-	}
-	for _, r := range c.Routes {
-		rr := route{r.Name, r.Protocol, r.Path, r.Upstream.String(), r.WithoutHandoff, r.FailuresEffectFree, ""}
-		if r.CallTimeout > 0 {
-			rr.CallTimeout = r.CallTimeout.String()
-		}
-		out.Routes = append(out.Routes, rr)
-	}
-	return json.MarshalIndent(out, "", "  ")
+	return r.TTL
 }
 
 // EffectiveSkew is the skew the checks allow (D4: 60 s unless given).

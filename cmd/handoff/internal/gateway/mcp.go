@@ -93,7 +93,8 @@ type mcpCall struct {
 	url      string          // where it goes upstream, and its cancel
 	proto    string          // the call's MCP-Protocol-Version, for the cancel
 	accepted *handoff.Element
-	stopped  bool // a cancel was sent for it (under mcpRoute.mu)
+	stopped  bool             // a cancel was sent for it (under mcpRoute.mu)
+	h        *handoff.Handoff // as received: the tool's outbound calls pass it on (links.go)
 }
 
 // Bounds of what the gateway reads from an MCP server to rewrite it: a
@@ -120,14 +121,14 @@ func (s *Server) newMCPRoute(ctx context.Context, c *Config, res *Resources, rc 
 	// with JSON sends its headers when the tool ends, however long it
 	// runs. A hung upstream leaves the hop accepted, as it is.
 	// No redirect is followed: the call would be sent again elsewhere.
-	m.hc = &http.Client{Transport: traceTransport{tr}, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	m.hc = &http.Client{Transport: traceTransport{base: tr}, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	m.pass = &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.Out.URL = m.upstreamURL(pr.In.URL)
 			pr.Out.Host = ""
 			pr.Out.Header.Del("Authorization")
 		},
-		Transport:     traceTransport{tr},
+		Transport:     traceTransport{base: tr},
 		FlushInterval: -1, // server-sent events, event by event
 		ErrorLog:      slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
 	}
@@ -387,7 +388,7 @@ func (m *mcpRoute) call(w http.ResponseWriter, req *http.Request, msg rpcMessage
 			writeRPCError(w, msg.ID, http.StatusOK, -32603, "handoff gateway: the hop was received but not taken")
 			return
 		}
-		c.k, c.accepted = k, a.Status
+		c.k, c.accepted, c.h = k, a.Status, h
 		m.forward(w, req, body, c)
 	default:
 		writeRPCError(w, msg.ID, http.StatusOK, -32603, "handoff gateway: unexpected outcome "+string(a.Outcome))

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/quantumlearningmachines/handoff"
 	"github.com/quantumlearningmachines/handoff/delegate"
 	"github.com/quantumlearningmachines/handoff/store"
@@ -70,6 +72,17 @@ func (m *mcpRoute) forward(w http.ResponseWriter, req *http.Request, body []byte
 				m.stop(c.k.Iss, c.k.Hop)
 			}
 		}()
+	}
+	if m.s.links != nil {
+		// The tool's own outbound calls pass this hop on (links.go): the
+		// request carries its link, and its trace id names it too.
+		tid := ""
+		if sc := trace.SpanContextFromContext(callCtx); sc.IsValid() {
+			tid = sc.TraceID().String()
+		}
+		if tok := m.s.links.note(c.k.Iss, c.k.Hop, c.h, tid, "", m.s.cfg.Load().Policy.EffectiveSkew()); tok != "" {
+			callCtx = context.WithValue(callCtx, linkTokenKey{}, tok)
+		}
 	}
 	out, err := http.NewRequestWithContext(callCtx, http.MethodPost, c.url, bytes.NewReader(body))
 	if err != nil {

@@ -35,6 +35,15 @@ type metrics struct {
 
 	jwts *prometheus.CounterVec // result: bearer JWTs checked (inbound.jwt)
 
+	// The egress: offers signed for outbound calls, by how they were
+	// linked; the downstreams' statuses taken in (by the view they set,
+	// or refused, unknown, not-taken); asks after a lost reply; cancels
+	// sent down.
+	egressOffers   *prometheus.CounterVec // route, link
+	egressStatuses *prometheus.CounterVec // route, result
+	egressAsks     *prometheus.CounterVec // route
+	egressCancels  *prometheus.CounterVec // route, result
+
 	signed          *prometheus.CounterVec   // state: statuses signed (recorded before sent)
 	storeLatency    *prometheus.HistogramVec // op
 	upstreamLatency *prometheus.HistogramVec // route, protocol
@@ -77,6 +86,22 @@ func newMetrics(reg *prometheus.Registry) *metrics {
 			Help:    "Earlier offers carried with each offer received, by route.",
 			Buckets: []float64{0, 1, 2, 4, 8, 16, 32},
 		}, []string{"route"}),
+		egressOffers: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "handoff_gateway_egress_offers_total",
+			Help: "Offers signed for the agent's outbound calls, by egress route and link: header, trace, context (how the inbound hop it passes on was found), origin (a new chain on a starts_chains route), or unlinked (a new chain, flagged).",
+		}, []string{"route", "link"}),
+		egressStatuses: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "handoff_gateway_egress_statuses_total",
+			Help: "What became of outbound hops, by egress route and result: the view a verified status set (accepted, rejected, completed, failed), refused (a status that did not verify, flagged), unknown (flagged), not-taken (never reached the downstream).",
+		}, []string{"route", "result"}),
+		egressAsks: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "handoff_gateway_egress_asks_total",
+			Help: "Times an outbound offer was sent again after its reply was lost, by egress route.",
+		}, []string{"route"}),
+		egressCancels: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "handoff_gateway_egress_cancels_total",
+			Help: "Signed cancels sent down for outbound hops whose inbound hop was stopped, by egress route and result (sent, failed).",
+		}, []string{"route", "result"}),
 		outcomes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "handoff_gateway_outcomes_total",
 			Help: "Outcomes of forwarded work on mcp routes, by route and outcome: completed, failed, or unknown (flagged for the operator: a JSON-RPC error or an isError result on a route whose failures may take effect, a lost response).",
@@ -115,7 +140,7 @@ func newMetrics(reg *prometheus.Registry) *metrics {
 	})
 	build.Set(1)
 	m.configValid.Set(1)
-	reg.MustRegister(m.requests, m.latency, m.reloads, m.configValid, build, m.answers, m.retransmits, m.checkLatency, m.chainLength,
+	reg.MustRegister(m.egressOffers, m.egressStatuses, m.egressAsks, m.egressCancels, m.requests, m.latency, m.reloads, m.configValid, build, m.answers, m.retransmits, m.checkLatency, m.chainLength,
 		m.outcomes, m.cancels, m.jwts, m.signed, m.storeLatency, m.upstreamLatency)
 	return m
 }
@@ -144,6 +169,9 @@ func (s *Server) answered(route, me string) func(context.Context, *delegate.Answ
 		attrs := []slog.Attr{slog.String("route", route), slog.String("verdict", string(a.Outcome)),
 			slog.String("iss", a.Iss), slog.String("aud", me), slog.String("hop", a.Hop), slog.Int("chain", chain),
 			slog.Duration("took", took)}
+		if a.Result != nil && a.Result.ChainQuality != handoff.ChainUnchecked {
+			attrs = append(attrs, slog.String("chain_quality", string(a.Result.ChainQuality)))
+		}
 		if a.Reason != "" {
 			attrs = append(attrs, slog.String("reason", string(a.Reason)))
 		}

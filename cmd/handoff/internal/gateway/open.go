@@ -35,6 +35,14 @@ type Resources struct {
 	CertIDs map[string]string
 	// JWT checks bearer JWTs (nil: inbound.jwt is not configured).
 	JWT *jwtVerifier
+	// Operators maps an operator token to the operator's name (empty:
+	// the console is off); AdminTLS is the admin port's TLS (nil: plain
+	// HTTP).
+	Operators map[string]string
+	AdminTLS  *tls.Config
+	// EgressTokens maps an egress route's name to the bearer token sent
+	// to its downstream (absent: none).
+	EgressTokens map[string]string
 	// Warnings are what works but should not stay so (a secret file
 	// others may read), one line each, naming the key.
 	Warnings []string
@@ -59,7 +67,7 @@ func (c *Config) Open() (*Resources, error) {
 	fail := func(path, format string, args ...any) {
 		ps = append(ps, Problem{Path: path, Line: c.lines[path], Msg: fmt.Sprintf(format, args...)})
 	}
-	res := &Resources{Tokens: map[string]string{}, CertIDs: map[string]string{}}
+	res := &Resources{Tokens: map[string]string{}, CertIDs: map[string]string{}, Operators: map[string]string{}, EgressTokens: map[string]string{}}
 	if db, ok := strings.CutPrefix(c.Store, "sqlite:"); ok {
 		// Caught here, by --validate-only, rather than by serve's start.
 		if fi, err := os.Stat(filepath.Dir(db)); err != nil || !fi.IsDir() {
@@ -174,6 +182,76 @@ func (c *Config) Open() (*Resources, error) {
 				}
 			}
 			res.CertIDs = m
+		}
+	}
+	if f := c.Operator.TokensFile; f != "" {
+		b, err := readBounded(f, maxSecretFile)
+		if err != nil {
+			fail("operator.tokens_file", "%v", err)
+		} else {
+			res.warnOpen("operator.tokens_file", f)
+			var m map[string]string
+			if err := json.Unmarshal(b, &m); err != nil {
+				fail("operator.tokens_file", "not a JSON object of token to operator name (%s)", jsonWhere(err))
+				m = nil
+			}
+			if len(m) == 0 && err == nil {
+				fail("operator.tokens_file", "no operator in it: nobody could sign in to the console")
+			}
+			for tok, name := range m {
+				switch {
+				case len(tok) < 16:
+					fail("operator.tokens_file", "a token shorter than 16 characters (for operator %q): too easy to guess", name)
+				case name == "":
+					fail("operator.tokens_file", "a token mapped to an empty operator name")
+				}
+			}
+			res.Operators = m
+		}
+	}
+	if c.AdminTLS != (TLS{}) {
+		res.warnOpen("admin_tls.key_file", c.AdminTLS.KeyFile)
+		certPEM, err := readBounded(c.AdminTLS.CertFile, maxSecretFile)
+		if err != nil {
+			fail("admin_tls.cert_file", "%v", err)
+		}
+		keyPEM, kerr := readBounded(c.AdminTLS.KeyFile, maxSecretFile)
+		if kerr != nil {
+			fail("admin_tls.key_file", "%v", kerr)
+		}
+		if err == nil && kerr == nil {
+			if pair, err := tls.X509KeyPair(certPEM, keyPEM); err != nil {
+				fail("admin_tls.cert_file", "the certificate and admin_tls.key_file do not make a key pair: %v", err)
+			} else {
+				res.AdminTLS = &tls.Config{Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12}
+			}
+		}
+	}
+	for i, r := range c.Egress.Routes {
+		at := fmt.Sprintf("egress.routes[%d]", i)
+		var tok string
+		switch {
+		case r.TokenEnv != "":
+			v, ok := os.LookupEnv(r.TokenEnv)
+			if !ok || v == "" {
+				fail(at+".bearer_token_env", "the environment variable %s is not set", r.TokenEnv)
+			}
+			tok = v
+		case r.TokenFile != "":
+			b, err := readBounded(r.TokenFile, maxSecretFile)
+			if err != nil {
+				fail(at+".bearer_token_file", "%v", err)
+			}
+			res.warnOpen(at+".bearer_token_file", r.TokenFile)
+			tok = strings.TrimSpace(string(b))
+			if err == nil && tok == "" {
+				fail(at+".bearer_token_file", "the file is empty")
+			}
+		}
+		if strings.ContainsAny(tok, " \t\r\n") {
+			fail(at+".bearer_token_"+map[bool]string{true: "env", false: "file"}[r.TokenEnv != ""], "the token holds white space: not one bearer token")
+		} else if tok != "" {
+			res.EgressTokens[r.Name] = tok
 		}
 	}
 	if j := c.Inbound.JWT; j != (InboundJWT{}) {

@@ -18,10 +18,14 @@ import (
 // streams on SIGTERM or SIGINT.
 const drainTimeout = 30 * time.Second
 
+// Addrs are the addresses a running gateway listens on ("" for one it
+// does not open).
+type Addrs struct{ Listen, Admin, Egress string }
+
 // Run is "handoff serve --config path": it serves until SIGTERM or
 // SIGINT (then drains), and reloads on SIGHUP. ready, if not nil, gets
-// the listen and admin addresses once both listen.
-func Run(ctx context.Context, path string, log *slog.Logger, ready func(listen, admin string)) error {
+// the addresses once every listener listens.
+func Run(ctx context.Context, path string, log *slog.Logger, ready func(Addrs)) error {
 	c, err := Load(path)
 	if err != nil {
 		return err
@@ -63,20 +67,40 @@ func Run(ctx context.Context, path string, log *slog.Logger, ready func(listen, 
 	main := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
 		IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 64 << 10}
 	servers := []*http.Server{main}
-	errc := make(chan error, 2)
+	errc := make(chan error, 3)
 	go func() { errc <- main.Serve(ln) }()
-	adminAddr := ""
+	addrs := Addrs{Listen: ln.Addr().String()}
+	closeAll := func() {
+		for _, srv := range servers {
+			srv.Close()
+		}
+	}
 	if c.Admin != "" {
 		aln, err := net.Listen("tcp", c.Admin)
 		if err != nil {
-			main.Close()
+			closeAll()
 			return fmt.Errorf("admin: %w", err)
+		}
+		if res.AdminTLS != nil {
+			aln = tls.NewListener(aln, res.AdminTLS)
 		}
 		admin := &http.Server{Handler: s.AdminHandler(), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
 			IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 64 << 10}
 		servers = append(servers, admin)
 		go func() { errc <- admin.Serve(aln) }()
-		adminAddr = aln.Addr().String()
+		addrs.Admin = aln.Addr().String()
+	}
+	if c.Egress.Listen != "" {
+		eln, err := net.Listen("tcp", c.Egress.Listen)
+		if err != nil {
+			closeAll()
+			return fmt.Errorf("egress: %w", err)
+		}
+		egress := &http.Server{Handler: s.EgressHandler(), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
+			IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 64 << 10}
+		servers = append(servers, egress)
+		go func() { errc <- egress.Serve(eln) }()
+		addrs.Egress = eln.Addr().String()
 	}
 	// Signals are taken before anyone is told the gateway is up: a SIGHUP
 	// sent then must reload it, not end the process.
@@ -86,10 +110,10 @@ func Run(ctx context.Context, path string, log *slog.Logger, ready func(listen, 
 	sweepCtx, stopSweep := context.WithCancel(ctx)
 	defer stopSweep()
 	s.Sweep(sweepCtx, time.Minute)
-	log.Info("serving", "listen", ln.Addr().String(), "admin", adminAddr, "identity", c.Identity.ID, "routes", len(c.Routes),
-		"store", redactedStore(c.Store), "store_since", since.UTC().Format(time.RFC3339))
+	log.Info("serving", "listen", addrs.Listen, "admin", addrs.Admin, "egress", addrs.Egress, "identity", c.Identity.ID, "routes", len(c.Routes),
+		"egress_routes", len(c.Egress.Routes), "store", redactedStore(c.Store), "store_since", since.UTC().Format(time.RFC3339))
 	if ready != nil {
-		ready(ln.Addr().String(), adminAddr)
+		ready(addrs)
 	}
 
 	for {

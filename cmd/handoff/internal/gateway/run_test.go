@@ -57,7 +57,7 @@ routes:
 	ready := make(chan string, 1)
 	done := make(chan error, 1)
 	go func() {
-		done <- Run(ctx, config, slog.New(slog.NewTextHandler(lw, nil)), func(_, admin string) { ready <- admin })
+		done <- Run(ctx, config, slog.New(slog.NewTextHandler(lw, nil)), func(a Addrs) { ready <- a.Admin })
 	}()
 	var admin string
 	select {

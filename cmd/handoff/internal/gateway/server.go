@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"net/url"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -25,6 +24,7 @@ import (
 	"github.com/quantumlearningmachines/handoff"
 	"github.com/quantumlearningmachines/handoff/a2ahandoff"
 	"github.com/quantumlearningmachines/handoff/delegate"
+	"github.com/quantumlearningmachines/handoff/delegator"
 	"github.com/quantumlearningmachines/handoff/store"
 	"github.com/quantumlearningmachines/handoff/store/postgres"
 	"github.com/quantumlearningmachines/handoff/store/sqlite"
@@ -48,6 +48,13 @@ type Server struct {
 	tokens  atomic.Pointer[map[string]string]
 	certIDs atomic.Pointer[map[string]string]
 	jwt     atomic.Pointer[jwtVerifier] // nil: no inbound.jwt
+	// operators maps an operator token to its name (operator.tokens_file).
+	operators atomic.Pointer[map[string]string]
+
+	// links and egress: the agent's outbound calls (links.go, egress.go);
+	// nil without egress routes.
+	links  *links
+	egress *egress
 
 	tasksDB *sql.DB // PostgreSQL: where the A2A routes keep their tasks (shared.go); nil on SQLite
 
@@ -83,6 +90,7 @@ func New(ctx context.Context, c *Config, res *Resources, log *slog.Logger) (*Ser
 	s.keys.Store(res.Keys)
 	s.tokens.Store(&res.Tokens)
 	s.certIDs.Store(&res.CertIDs)
+	s.operators.Store(&res.Operators)
 	s.setJWT(res.JWT)
 	s.metrics = newMetrics(s.reg)
 	var err error
@@ -130,6 +138,20 @@ func New(ctx context.Context, c *Config, res *Resources, log *slog.Logger) (*Ser
 		}
 	}
 	s.handler = withClientCert(mux)
+	if len(c.Egress.Routes) > 0 {
+		tr, ok := st.(delegator.Tracking)
+		if !ok {
+			s.store.Close()
+			s.tracing.shutdown(ctx)
+			return nil, fmt.Errorf("egress: the store %T does not keep a delegator's hops", st)
+		}
+		s.links = newLinks()
+		if s.egress, err = newEgress(s, c, res, tr); err != nil {
+			s.store.Close()
+			s.tracing.shutdown(ctx)
+			return nil, fmt.Errorf("egress: %w", err)
+		}
+	}
 	if c.RecoverOnStart && len(s.routes) > 0 {
 		// The store is shared by every route: one delegate's Recover
 		// looks at all of its hops.
@@ -152,6 +174,10 @@ func New(ctx context.Context, c *Config, res *Resources, log *slog.Logger) (*Ser
 // input, its upstream task; s.routes is complete before the gateway
 // takes a request.
 func (s *Server) stopElsewhere(iss, hop string) {
+	if s.egress != nil {
+		// The hops issued for its work are canceled down the chain.
+		go s.egress.cancelDown(iss, hop)
+	}
 	for _, r := range s.routes {
 		if r.mcp != nil {
 			r.mcp.stop(iss, hop)
@@ -160,6 +186,23 @@ func (s *Server) stopElsewhere(iss, hop string) {
 		r.x.Stop(iss, hop)
 		// Stop must not block: a paused hop's upstream cancel is a call.
 		go r.upstream.stopPaused(iss, hop)
+	}
+}
+
+// noteA2A notes the hop whose work an A2A route's request to its
+// upstream carries, and sends the upstream its link (links.go); nothing
+// without an egress.
+func (s *Server) noteA2A(req *http.Request, h http.Header) {
+	if s.links == nil {
+		return
+	}
+	hop := a2ahandoff.HopFrom(req.Context())
+	if hop == nil || hop.Handoff == nil {
+		return
+	}
+	cid, _ := req.Context().Value(contextIDKey{}).(string)
+	if tok := s.links.note(hop.Iss, hop.ID, hop.Handoff, traceID(h), cid, s.cfg.Load().Policy.EffectiveSkew()); tok != "" {
+		h.Set(LinkHeader, tok)
 	}
 }
 
@@ -177,7 +220,7 @@ func (s *Server) newRoute(ctx context.Context, c *Config, res *Resources, rc Rou
 		return &route{cfg: rc, mcp: m}, nil
 	}
 	base := rc.Upstream.String()
-	client, card, err := upstreamClient(ctx, base)
+	client, card, err := upstreamClient(ctx, base, s.noteA2A)
 	if err != nil {
 		return nil, err
 	}
@@ -218,7 +261,7 @@ func (s *Server) newRoute(ctx context.Context, c *Config, res *Resources, rc Rou
 // upstreamClient is an a2a-go client for the upstream at base: from its
 // agent card when it can be read (so that a2aclient streams only to an
 // upstream that says it streams), else over JSON-RPC at base.
-func upstreamClient(ctx context.Context, base string) (*a2aclient.Client, *a2a.AgentCard, error) {
+func upstreamClient(ctx context.Context, base string, note func(*http.Request, http.Header)) (*a2aclient.Client, *a2a.AgentCard, error) {
 	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	// No overall timeout (a2a-go's default is 3 minutes, which would cut
@@ -227,7 +270,7 @@ func upstreamClient(ctx context.Context, base string) (*a2aclient.Client, *a2a.A
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.ResponseHeaderTimeout = time.Minute
 	tr.MaxIdleConnsPerHost = 64
-	jsonrpc := a2aclient.WithJSONRPCTransport(&http.Client{Transport: traceTransport{tr}})
+	jsonrpc := a2aclient.WithJSONRPCTransport(&http.Client{Transport: traceTransport{base: tr, note: note}})
 	if card, err := agentcard.DefaultResolver.Resolve(cctx, base); err == nil {
 		// The card names where the upstream takes requests; the gateway
 		// calls the URL it was configured with, over JSON-RPC.
@@ -489,6 +532,14 @@ func (s *Server) AdminHandler() http.Handler {
 		w.Header().Set("Content-Type", "application/json")
 		w.Write(append(b, '\n'))
 	})
+	if s.cfg.Load().Operator.TokensFile != "" {
+		// The operator console (console.go), only when
+		// operator.tokens_file names its operators: 404 otherwise.
+		mux.Handle("/console/", http.StripPrefix("/console", newConsole(s)))
+		mux.HandleFunc("GET /console", func(w http.ResponseWriter, _ *http.Request) {
+			consoleRedirect(w, "console/") // relative: a proxy's prefix stays
+		})
+	}
 	return mux
 }
 
@@ -501,96 +552,6 @@ func (s *Server) Ready(ctx context.Context) error {
 		return fmt.Errorf("the store does not answer: %w", err)
 	}
 	return nil
-}
-
-// Reload reads the configuration file again and applies what may change
-// while running (trust_file, inbound.bearer_tokens_file); a change to
-// any other key is logged as needing a restart and not applied. An
-// invalid file changes nothing: the last good configuration stays.
-func (s *Server) Reload(path string) error {
-	s.reloadMu.Lock()
-	defer s.reloadMu.Unlock()
-	c, err := Load(path)
-	var res *Resources
-	if err == nil {
-		res, err = c.Open()
-	}
-	if err != nil {
-		s.metrics.reloads.WithLabelValues("failed").Inc()
-		s.metrics.configValid.Set(0)
-		s.log.Error("reload failed: the last good configuration stays", "config", path, "err", oneLine(err))
-		return err
-	}
-	old := s.cfg.Load()
-	for _, k := range restartKeys(old, c) {
-		s.log.Warn("reload: this key changed but needs a restart; the running value stays", "key", k)
-	}
-	s.keys.Store(res.Keys)
-	s.tokens.Store(&res.Tokens)
-	s.certIDs.Store(&res.CertIDs)
-	s.setJWT(res.JWT)
-	keep := *old
-	keep.TrustFile, keep.Inbound = c.TrustFile, c.Inbound
-	s.cfg.Store(&keep)
-	s.metrics.reloads.WithLabelValues("ok").Inc()
-	s.metrics.configValid.Set(1)
-	s.log.Info("reloaded", "config", path)
-	return nil
-}
-
-// restartKeys names the keys whose change a reload does not apply.
-func restartKeys(old, c *Config) []string {
-	var ks []string
-	if old.Listen != c.Listen {
-		ks = append(ks, "listen")
-	}
-	if old.Admin != c.Admin {
-		ks = append(ks, "admin")
-	}
-	if old.Identity != c.Identity {
-		ks = append(ks, "identity")
-	}
-	if old.TLS != c.TLS {
-		ks = append(ks, "tls")
-	}
-	if old.Store != c.Store {
-		ks = append(ks, "store")
-	}
-	op, np := old.Policy, c.Policy
-	for _, k := range []struct {
-		name    string
-		changed bool
-	}{
-		{"policy.skew", op.EffectiveSkew() != np.EffectiveSkew()},
-		{"policy.max_lifetime", op.EffectiveMaxLifetime() != np.EffectiveMaxLifetime()},
-		{"policy.max_chain", op.EffectiveMaxChain() != np.EffectiveMaxChain()},
-		{"policy.require_full_chain", op.RequireFullChain != np.RequireFullChain},
-	} {
-		if k.changed {
-			ks = append(ks, k.name)
-		}
-	}
-	urlOf := func(u *url.URL) string {
-		if u == nil {
-			return ""
-		}
-		return u.String()
-	}
-	if ot, nt := old.Tracing, c.Tracing; urlOf(ot.Endpoint) != urlOf(nt.Endpoint) || ot.ServiceName != nt.ServiceName || ot.SampleRatio != nt.SampleRatio {
-		ks = append(ks, "tracing")
-	}
-	if len(old.Routes) != len(c.Routes) {
-		ks = append(ks, "routes")
-	} else {
-		for i := range c.Routes {
-			a, b := old.Routes[i], c.Routes[i]
-			if a.Name != b.Name || a.Protocol != b.Protocol || a.Path != b.Path || a.Upstream.String() != b.Upstream.String() ||
-				a.WithoutHandoff != b.WithoutHandoff || a.FailuresEffectFree != b.FailuresEffectFree || a.CallTimeout != b.CallTimeout {
-				ks = append(ks, fmt.Sprintf("routes[%d]", i))
-			}
-		}
-	}
-	return ks
 }
 
 func oneLine(err error) string { return strings.ReplaceAll(err.Error(), "\n", "; ") }

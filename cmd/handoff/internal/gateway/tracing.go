@@ -118,15 +118,32 @@ func spanAnswer(ctx context.Context, route, verdict, reason, iss, aud, hop strin
 // traceTransport sends each request with the trace context of its
 // context in place of any traceparent and tracestate it had (a
 // forwarded caller's, say).
-type traceTransport struct{ base http.RoundTripper }
+// With note set, each request is also given to it (with its headers
+// as sent, trace context included) before it goes: the A2A routes note
+// the hop whose work it carries, for the agent's outbound calls (links.go).
+type traceTransport struct {
+	base http.RoundTripper
+	note func(*http.Request, http.Header)
+}
 
 func (t traceTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	out := req.Clone(req.Context())
 	out.Header.Del("Traceparent")
 	out.Header.Del("Tracestate")
+	out.Header.Del(LinkHeader) // the gateway's own, never a caller's
+	if tok, _ := req.Context().Value(linkTokenKey{}).(string); tok != "" {
+		out.Header.Set(LinkHeader, tok)
+	}
 	traceContext.Inject(req.Context(), propagation.HeaderCarrier(out.Header))
+	if t.note != nil {
+		t.note(req, out.Header)
+	}
 	return t.base.RoundTrip(out)
 }
+
+// linkTokenKey holds the LinkHeader value a request to an upstream
+// carries (links.go).
+type linkTokenKey struct{}
 
 // withTraceOf is ctx (its deadline and cancel) carrying the trace
 // context of from.

@@ -1,0 +1,472 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"html/template"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/quantumlearningmachines/handoff"
+	"github.com/quantumlearningmachines/handoff/cmd/handoff/internal/picture"
+	"github.com/quantumlearningmachines/handoff/store"
+)
+
+// The console's pages: the hops received (store.List), one hop (its
+// record, chain, status, the hops issued onward for it and its flags),
+// one hop issued onward (the delegator's side, store.Tracker), and the
+// flagged list (store.Flags).
+
+const (
+	hopsPage    = 50  // hops a page, unless the query's n says
+	maxHopsPage = 200 // the most n may ask
+)
+
+// hopRow is one hop in a listing.
+type hopRow struct {
+	*store.Record
+	Href    template.URL // its page, relative
+	Flagged bool         // it has an open flag
+}
+
+// hopsView is the listing page.
+type hopsView struct {
+	States               []store.State
+	State, Iss, From, To string // the filters as given
+	Flagged              bool
+	Aud                  string // an aud asked for that no received hop has
+	Rows                 []hopRow
+	Next                 template.URL // the next page, relative; "" on the last
+	Err                  string       // what is wrong with the filters
+	Newest               template.URL // the first page with these filters; "" on it
+}
+
+// consoleTimeInput is how the filters' times are written (the form's
+// datetime-local inputs), in UTC.
+const consoleTimeInput = "2006-01-02T15:04"
+
+// hops lists the hops received, newest first, a page at a time.
+func (c *console) hops(w http.ResponseWriter, r *http.Request, op *consoleOp) {
+	ctx := r.Context()
+	q := r.URL.Query()
+	v := hopsView{States: store.States(), State: q.Get("state"), Iss: q.Get("iss"), From: q.Get("from"), To: q.Get("to"),
+		Flagged: q.Get("flagged") != ""}
+	if q.Get("after") != "" {
+		v.Newest = template.URL("./?" + filters(q).Encode())
+	}
+	hq := store.HopQuery{State: store.State(v.State), Iss: v.Iss, Flagged: v.Flagged, Limit: hopsPage}
+	var bad []string
+	if n := q.Get("n"); n != "" {
+		if k, err := strconv.Atoi(n); err != nil || k < 1 || k > maxHopsPage {
+			bad = append(bad, fmt.Sprintf("n: a page holds 1 to %d hops", maxHopsPage))
+		} else {
+			hq.Limit = k
+		}
+	}
+	var err error
+	if hq.From, err = filterTime(v.From); err != nil {
+		bad = append(bad, "from: "+err.Error())
+	}
+	if hq.To, err = filterTime(v.To); err != nil {
+		bad = append(bad, "to: "+err.Error())
+	}
+	if a := q.Get("after"); a != "" {
+		if hq.After, err = decodeCursor(a); err != nil {
+			bad = append(bad, "after: not a page of this listing")
+		}
+	}
+	me := c.s.cfg.Load().Identity.ID
+	// Every hop received is addressed to this gateway: an aud filter
+	// either keeps them all or none.
+	if aud := q.Get("aud"); aud != "" && aud != me {
+		v.Aud = aud
+	}
+	if len(bad) == 0 {
+		if err := hq.Check(); err != nil {
+			bad = append(bad, err.Error())
+		}
+	}
+	open, err := c.s.store.Flags(ctx, false)
+	if err != nil {
+		c.fail(w, op, http.StatusServiceUnavailable, fmt.Errorf("the store: %w", err))
+		return
+	}
+	code := http.StatusOK
+	if len(bad) > 0 {
+		v.Err, code = strings.Join(bad, "; "), http.StatusBadRequest
+	} else if v.Aud == "" {
+		flagged := map[store.HopKey]bool{}
+		for _, f := range open {
+			flagged[store.HopKey{Iss: f.Iss, Hop: f.Hop}] = true
+		}
+		want := hq.Limit
+		hq.Limit++ // one more: is there a next page? (maxHopsPage < store.MaxListLimit)
+		recs, err := c.s.store.List(ctx, hq)
+		if err != nil {
+			c.fail(w, op, http.StatusServiceUnavailable, fmt.Errorf("the store: %w", err))
+			return
+		}
+		if len(recs) > want {
+			recs = recs[:want]
+			next := filters(q)
+			next.Set("after", encodeCursor(recs[len(recs)-1].Cursor()))
+			v.Next = template.URL("?" + next.Encode())
+		}
+		for _, rec := range recs {
+			v.Rows = append(v.Rows, hopRow{Record: rec, Href: hopHref(rec.Iss, rec.Hop), Flagged: flagged[store.HopKey{Iss: rec.Iss, Hop: rec.Hop}]})
+		}
+	}
+	c.render(w, code, "hops", consoleFrame{Title: "Hops", Nav: "hops", Op: op, OpenFlags: len(open), Page: v})
+}
+
+// filters is the listing's query without its place (after).
+func filters(q url.Values) url.Values {
+	f := url.Values{}
+	for k, vs := range q {
+		if k != "after" {
+			f[k] = vs
+		}
+	}
+	return f
+}
+
+// filterTime reads a filter's time: the form's "2006-01-02T15:04"
+// (seconds optional) in UTC, or RFC 3339; "" is no bound.
+func filterTime(s string) (time.Time, error) {
+	if s == "" {
+		return time.Time{}, nil
+	}
+	for _, f := range []string{consoleTimeInput, consoleTimeInput + ":05", time.RFC3339Nano} {
+		if t, err := time.ParseInLocation(f, s, time.UTC); err == nil {
+			return t, nil
+		}
+	}
+	return time.Time{}, errors.New("a time is written 2006-01-02T15:04 (UTC) or in RFC 3339")
+}
+
+// encodeCursor is a listing's place as a link carries it: opaque to the
+// operator, checked again (HopQuery.Check) when it comes back.
+func encodeCursor(c *store.HopCursor) string {
+	b, _ := json.Marshal(struct {
+		At  int64  `json:"t"`
+		Iss string `json:"i"`
+		Hop string `json:"h"`
+	}{c.Received.UnixNano(), c.Iss, c.Hop})
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+func decodeCursor(s string) (*store.HopCursor, error) {
+	b, err := base64.RawURLEncoding.DecodeString(s)
+	if err != nil {
+		return nil, err
+	}
+	var p struct {
+		At  *int64 `json:"t"`
+		Iss string `json:"i"`
+		Hop string `json:"h"`
+	}
+	if err := json.Unmarshal(b, &p); err != nil || p.At == nil {
+		return nil, errors.New("not a cursor")
+	}
+	return &store.HopCursor{Received: time.Unix(0, *p.At), Iss: p.Iss, Hop: p.Hop}, nil
+}
+
+// hopHref is a hop's page, relative to the console.
+func hopHref(iss, hop string) template.URL {
+	return template.URL("hop?" + url.Values{"iss": {iss}, "hop": {hop}}.Encode())
+}
+
+// hopView is a hop's page.
+type hopView struct {
+	Rec    *store.Record
+	Dialog string
+	Chain  template.HTML // the picture (picture.Chain.SVG: every text escaped)
+	// The chain checked again as received (the draft's steps 1-7 at the
+	// time the hop was received, with the trust file as it is now).
+	Quality, Verdict string
+	ChainKept        bool // the record keeps the chain the offer came with
+	HasPrev          bool // the offer names an offer before it
+	OfferRefs        []refView
+	Status           *statusView
+	Onward           []onwardRow
+	OnwardErr        string
+	Flags            []flagView
+}
+
+// onwardRow is a hop issued onward, with its page.
+type onwardRow struct {
+	*store.Issued
+	Href template.URL
+}
+
+// refView is one context reference, with what is known of it.
+type refView struct {
+	Kind, Dig, Loc string
+	Outcome        string // the offer's: step 7's outcome; the status's: what the ref is
+}
+
+// statusView is a status decoded for display: the last one the gateway
+// sent for a hop, or a downstream's for a hop it issued.
+type statusView struct {
+	State, Reason, Detail, Aud string
+	Iat                        time.Time
+	Form                       handoff.Form
+	Refs                       []refView
+	Err                        string // it does not decode
+}
+
+// hop shows one hop.
+func (c *console) hop(w http.ResponseWriter, r *http.Request, op *consoleOp) {
+	ctx := r.Context()
+	iss, hop := r.URL.Query().Get("iss"), r.URL.Query().Get("hop")
+	rec, err := c.s.store.Get(ctx, iss, hop)
+	if errors.Is(err, store.ErrNotFound) {
+		c.fail(w, op, http.StatusNotFound, errors.New("no hop of this delegator with this id is recorded (it may have been swept)"))
+		return
+	}
+	if err != nil {
+		c.fail(w, op, http.StatusServiceUnavailable, fmt.Errorf("the store: %w", err))
+		return
+	}
+	v := hopView{Rec: rec, ChainKept: rec.Chain != nil}
+	h, err := rec.Handoff()
+	if err != nil {
+		c.fail(w, op, http.StatusInternalServerError, err)
+		return
+	}
+	if o, _, err := handoff.UnsafeDecode(h.Offer); err == nil && o != nil {
+		v.Dialog, v.HasPrev = o.Dialog, o.Prev != nil
+	}
+	keys := c.s.keys.Load()
+	var svg bytes.Buffer
+	if err := picture.Of(h, keys, c.now()).SVG(&svg); err == nil {
+		v.Chain = template.HTML(svg.String())
+	}
+	v.Quality, v.Verdict, v.OfferRefs = c.recheck(ctx, rec, h, v.Dialog)
+	if rec.Status != nil {
+		v.Status = decodeStatus(rec.Status, rec.StatusForm)
+	}
+	if tr := trackerOf(c.s.store); tr != nil {
+		is, err := tr.ByPrev(ctx, rec.Digest)
+		if err != nil {
+			v.OnwardErr = err.Error()
+		}
+		for _, i := range is {
+			v.Onward = append(v.Onward, onwardRow{Issued: i, Href: issuedHref(i.Hop)})
+		}
+	} else {
+		v.OnwardErr = "this store keeps no hops issued onward"
+	}
+	all, err := c.s.store.Flags(ctx, true)
+	if err != nil {
+		c.fail(w, op, http.StatusServiceUnavailable, fmt.Errorf("the store: %w", err))
+		return
+	}
+	open := 0
+	for _, f := range all {
+		if f.Resolved.IsZero() {
+			open++
+		}
+		if f.Iss == iss && f.Hop == hop {
+			v.Flags = append(v.Flags, c.flagView(f, rec, op, "hop"))
+		}
+	}
+	c.render(w, http.StatusOK, "hop", consoleFrame{Title: "Hop " + shortHop(hop), Nav: "hops", Op: op, OpenFlags: open, Page: v})
+}
+
+// recheck runs the receiving checks again on the hop's Handoff as the
+// gateway ran them when it was received (its clock then, a fresh
+// memory, today's trust file): the chain's quality (D7) and each of the
+// offer's references' outcome (step 7) from the one Receiver, never a
+// second reading of the chain.
+func (c *console) recheck(ctx context.Context, rec *store.Record, h *handoff.Handoff, dialog string) (quality, verdict string, refs []refView) {
+	cfg := c.s.cfg.Load()
+	o := cfg.Policy.Options(cfg.Identity.ID, c.s.keys.Load())
+	o.Now = func() time.Time { return rec.Received }
+	rcv, err := handoff.NewReceiver(o)
+	if err != nil {
+		return "", err.Error(), nil
+	}
+	res, err := rcv.ReceiveParsed(ctx, h, nil, dialog)
+	if res == nil {
+		return "", err.Error(), nil
+	}
+	if res.Outcome != handoff.Accepted {
+		verdict = fmt.Sprintf("checked again with today's trust file: %s (%s): %v", res.Outcome, res.Reason, res.Err)
+	}
+	if res.Offer != nil {
+		for i, r := range res.Offer.Refs {
+			out := "not checked"
+			if i < len(res.Refs) {
+				out = string(res.Refs[i])
+			}
+			refs = append(refs, ref(r, out))
+		}
+	}
+	return string(res.ChainQuality), verdict, refs
+}
+
+func ref(r handoff.ContextRef, outcome string) refView {
+	return refView{Kind: r.Kind, Dig: r.Dig.String(), Loc: r.Loc, Outcome: outcome}
+}
+
+// decodeStatus decodes the gateway's own status octets for display.
+func decodeStatus(b []byte, form handoff.Form) *statusView {
+	_, st, err := handoff.UnsafeDecode(handoff.Element{Form: form, Octets: b})
+	if err != nil || st == nil {
+		return &statusView{Form: form, Err: "the status recorded does not decode as a status"}
+	}
+	v := &statusView{State: string(st.State), Reason: string(st.Reason), Detail: st.Detail, Aud: st.Aud,
+		Iat: time.Unix(st.Iat, 0), Form: form}
+	// What a status's refs are (draft "Context References"): the result
+	// of completed work, or what took effect of failed work.
+	what := "ref"
+	switch st.State {
+	case handoff.StateCompleted:
+		what = "the result"
+	case handoff.StateFailed:
+		what = "took effect"
+	}
+	for _, r := range st.Refs {
+		v.Refs = append(v.Refs, ref(r, what))
+	}
+	return v
+}
+
+// trackerOf is the delegator's side of st, nil when it keeps none.
+func trackerOf(st store.Store) store.Tracker {
+	if m, ok := st.(meteredStore); ok {
+		st = m.Store
+	}
+	t, _ := st.(store.Tracker)
+	return t
+}
+
+// flagsView is the flagged list.
+type flagsView struct {
+	All   bool
+	Flags []flagView
+}
+
+// flags lists the flags: the open ones, or all.
+func (c *console) flags(w http.ResponseWriter, r *http.Request, op *consoleOp) {
+	ctx := r.Context()
+	all := r.URL.Query().Get("all") != ""
+	fs, err := c.s.store.Flags(ctx, all)
+	if err != nil {
+		c.fail(w, op, http.StatusServiceUnavailable, fmt.Errorf("the store: %w", err))
+		return
+	}
+	v := flagsView{All: all}
+	open := 0
+	for _, f := range fs {
+		var rec *store.Record
+		if f.Resolved.IsZero() {
+			open++
+			if f.Kind == store.FlagUnknownOutcome {
+				// Whether the hop can still be finished or released.
+				rec, _ = c.s.store.Get(ctx, f.Iss, f.Hop)
+			}
+		}
+		v.Flags = append(v.Flags, c.flagView(f, rec, op, "flags"))
+	}
+	c.render(w, http.StatusOK, "flags", consoleFrame{Title: "Flagged", Nav: "flags", Op: op, OpenFlags: open, Page: v})
+}
+
+// flagView is a flag with the actions the draft allows on it.
+type flagView struct {
+	store.Flag
+	HopHref template.URL
+	// Settle: an unknown outcome of a hop still accepted and not
+	// released: finished as observed, or released (draft "Knowing the
+	// Outcome"). Otherwise an open flag is resolved with a note.
+	Settle bool
+	// Issued: a flag of a hop this gateway issued (HopHref is its page).
+	Issued bool
+	CSRF   string
+	Back   string // "flags", "hop" or "issued": the page an action returns to
+}
+
+func (c *console) flagView(f store.Flag, rec *store.Record, op *consoleOp, back string) flagView {
+	v := flagView{Flag: f, HopHref: hopHref(f.Iss, f.Hop), CSRF: op.CSRF, Back: back}
+	if c.issuedFlag(f) {
+		// A flag of a hop this gateway issued (egress.go): the
+		// delegator's side, which has no outcome to finish or release.
+		v.HopHref, v.Issued = issuedHref(f.Hop), true
+		return v
+	}
+	v.Settle = f.Resolved.IsZero() && f.Kind == store.FlagUnknownOutcome && rec != nil && rec.State == store.Accepted && rec.Released.IsZero()
+	return v
+}
+
+// issuedFlag reports whether f is about a hop this gateway issued: its
+// iss is the gateway's own AgentId.
+func (c *console) issuedFlag(f store.Flag) bool { return f.Iss == c.s.cfg.Load().Identity.ID }
+
+// issuedHref is the page of a hop this gateway issued, relative.
+func issuedHref(hop string) template.URL {
+	return template.URL("issued?" + url.Values{"hop": {hop}}.Encode())
+}
+
+// issuedView is the page of a hop this gateway issued onward.
+type issuedView struct {
+	I      *store.Issued
+	Dialog string
+	Chain  template.HTML // its offer alone: the chain it carried is not kept
+	Status *statusView   // the downstream's, verified when taken in
+	Flags  []flagView
+}
+
+// issued shows a hop this gateway issued (the delegator's side).
+func (c *console) issued(w http.ResponseWriter, r *http.Request, op *consoleOp) {
+	ctx := r.Context()
+	hop := r.URL.Query().Get("hop")
+	tr := trackerOf(c.s.store)
+	if tr == nil {
+		c.fail(w, op, http.StatusNotFound, errors.New("this store keeps no hops issued onward"))
+		return
+	}
+	i, err := tr.IssuedHop(ctx, hop)
+	if errors.Is(err, store.ErrNotFound) {
+		c.fail(w, op, http.StatusNotFound, errors.New("this gateway issued no hop with this id (or it has been swept)"))
+		return
+	}
+	if err != nil {
+		c.fail(w, op, http.StatusServiceUnavailable, fmt.Errorf("the store: %w", err))
+		return
+	}
+	v := issuedView{I: i}
+	h := &handoff.Handoff{Offer: handoff.Element{Form: i.OfferForm, Octets: i.Offer}}
+	if o, _, err := handoff.UnsafeDecode(h.Offer); err == nil && o != nil {
+		v.Dialog = o.Dialog
+	}
+	var svg bytes.Buffer
+	if err := picture.Of(h, c.s.keys.Load(), c.now()).SVG(&svg); err == nil {
+		v.Chain = template.HTML(svg.String())
+	}
+	if i.Status != nil {
+		v.Status = decodeStatus(i.Status, i.StatusForm)
+	}
+	all, err := c.s.store.Flags(ctx, true)
+	if err != nil {
+		c.fail(w, op, http.StatusServiceUnavailable, fmt.Errorf("the store: %w", err))
+		return
+	}
+	open := 0
+	for _, f := range all {
+		if f.Resolved.IsZero() {
+			open++
+		}
+		if f.Hop == hop && c.issuedFlag(f) {
+			v.Flags = append(v.Flags, c.flagView(f, nil, op, "issued"))
+		}
+	}
+	c.render(w, http.StatusOK, "issued", consoleFrame{Title: "Issued hop " + shortHop(hop), Nav: "hops", Op: op, OpenFlags: open, Page: v})
+}

@@ -1,0 +1,145 @@
+package gateway
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+const egressGood = `listen: 127.0.0.1:8443
+admin: 127.0.0.1:9443
+identity: {id: "https://coder.example", key_file: coder.jwk}
+trust_file: trust.json
+routes: []
+operator: {tokens_file: operators.json}
+egress:
+  listen: 127.0.0.1:8444
+  routes:
+    - name: tester
+      protocol: mcp
+      path: /tester
+      agent_id: https://tester.example
+      url: http://127.0.0.1:7100/tools/
+      bearer_token_file: tester.token
+      ttl: 60s
+    - {name: reviewer, protocol: a2a, path: /reviewer/, agent_id: "https://reviewer.example", url: "https://reviewer.example/a2a/", starts_chains: true}
+`
+
+// TestParseEgress: the egress keys, read as docs/gateway.md says; a
+// gateway with only egress routes needs no inbound route.
+func TestParseEgress(t *testing.T) {
+	c, err := Parse([]byte(egressGood), "/etc/handoff")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Egress.Listen != "127.0.0.1:8444" || len(c.Egress.Routes) != 2 || c.Operator.TokensFile != "/etc/handoff/operators.json" {
+		t.Fatalf("%+v", c)
+	}
+	r := c.Egress.Routes[0]
+	if r.Name != "tester" || r.Protocol != "mcp" || r.Path != "/tester/" || r.AgentID != "https://tester.example" ||
+		r.URL.String() != "http://127.0.0.1:7100/tools/" || r.TokenFile != "/etc/handoff/tester.token" || r.EffectiveTTL() != time.Minute || r.StartsChains {
+		t.Errorf("route: %+v", r)
+	}
+	if r := c.Egress.Routes[1]; r.EffectiveTTL() != 5*time.Minute || !r.StartsChains {
+		t.Errorf("route: %+v", r)
+	}
+	b, err := c.Redacted()
+	if err != nil || !strings.Contains(string(b), `"agent_id": "https://reviewer.example"`) || !strings.Contains(string(b), `"tokens_file"`) {
+		t.Errorf("redacted: %s %v", b, err)
+	}
+}
+
+// TestParseEgressRefuses: each fault at its key path.
+func TestParseEgressRefuses(t *testing.T) {
+	for _, c := range []struct{ name, from, to, path, msg string }{
+		{"duplicate name", "name: reviewer", "name: tester", "egress.routes[1].name", `"tester" is also the name of egress.routes[0]`},
+		{"duplicate path", "path: /reviewer/", "path: /tester/", "egress.routes[1].path", "also the path"},
+		{"aud is itself", `agent_id: "https://reviewer.example"`, `agent_id: "https://coder.example"`, "egress.routes[1].agent_id", "is identity.id"},
+		{"credentials in url", "url: http://127.0.0.1:7100/tools/", "url: http://u:p@127.0.0.1:7100/tools/", "egress.routes[0].url", "credentials"},
+		{"a bad url, its secret not quoted", "url: http://127.0.0.1:7100/tools/", "url: http://svc:hunter2@host:bad/", "egress.routes[0].url", "the value is not shown"},
+		{"short call timeout", "ttl: 60s", "ttl: 60s\n      call_timeout: 10ms", "egress.routes[0].call_timeout", "at least 1s"},
+		{"short ttl", "ttl: 60s", "ttl: 1s", "egress.routes[0].ttl", "at least 2s"},
+		{"two token sources", "bearer_token_file: tester.token", "bearer_token_file: tester.token\n      bearer_token_env: TOKEN", "egress.routes[0].bearer_token_env", "not both"},
+		{"same address", "listen: 127.0.0.1:8444", "listen: 127.0.0.1:8443", "egress.listen", "the same address as listen"},
+		{"not loopback", "listen: 127.0.0.1:8444", "listen: 0.0.0.0:8444", "egress.listen", "not a loopback address"},
+		{"every interface", "listen: 127.0.0.1:8444", "listen: :8444", "egress.listen", "not a loopback address"},
+		{"unknown key", "ttl: 60s", "ttl: 60s\n      retries: 3", "egress.routes[0].retries", "unknown key"},
+		{"bad protocol", "protocol: mcp", "protocol: grpc", "egress.routes[0].protocol", ""},
+		{"console without admin", "admin: 127.0.0.1:9443\n", "", "operator", "admin port"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			doc := strings.Replace(egressGood, c.from, c.to, 1)
+			if doc == egressGood {
+				t.Fatalf("%q is not in the document", c.from)
+			}
+			_, err := Parse([]byte(doc), "/")
+			if err != nil && strings.Contains(err.Error(), "hunter2") {
+				t.Fatalf("a secret is quoted: %v", err)
+			}
+			ps, ok := err.(Problems)
+			if !ok {
+				t.Fatalf("got %v, want Problems", err)
+			}
+			for _, p := range ps {
+				if p.Path == c.path && strings.Contains(p.Msg, c.msg) {
+					return
+				}
+			}
+			t.Fatalf("no problem at %s saying %q: %v", c.path, c.msg, ps)
+		})
+	}
+	// No inbound route and no egress: nothing to serve.
+	_, err := Parse([]byte(`{"listen": ":8443", "identity": {"id": "me", "key_env": "KEY"}, "trust_file": "/t.json", "routes": []}`), "/")
+	if err == nil || !strings.Contains(err.Error(), "no route: give at least one route") {
+		t.Fatalf("got %v", err)
+	}
+}
+
+// TestOpenEgressAndOperatorFiles: the egress tokens and the operators
+// are read by Open, each fault at the key that names the file, no
+// secret quoted.
+func TestOpenEgressAndOperatorFiles(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, body string) {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	key, _ := os.ReadFile("../../../../testdata/example/coder.jwk")
+	write("coder.jwk", string(key))
+	trustFile, _ := os.ReadFile("../../../../testdata/example/trust.json")
+	write("trust.json", string(trustFile))
+	write("tester.token", "secret-token-of-the-coder-for-the-tester\n")
+	write("operators.json", `{"operator-token-0123456789": "alice"}`)
+	c, err := Parse([]byte(egressGood), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := c.Open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.EgressTokens["tester"] != "secret-token-of-the-coder-for-the-tester" || res.EgressTokens["reviewer"] != "" || res.Operators["operator-token-0123456789"] != "alice" {
+		t.Fatalf("%+v %+v", res.EgressTokens, res.Operators)
+	}
+	for _, bad := range []struct{ file, body, path, msg string }{
+		{"operators.json", `{"short": "alice"}`, "operator.tokens_file", "shorter than 16"},
+		{"operators.json", `{}`, "operator.tokens_file", "no operator"},
+		{"operators.json", `{"operator-token-0123456789": ""}`, "operator.tokens_file", "empty operator name"},
+		{"tester.token", "two words-of-a-token", "egress.routes[0].bearer_token_file", "white space"},
+		{"tester.token", "", "egress.routes[0].bearer_token_file", "empty"},
+	} {
+		write(bad.file, bad.body)
+		_, err := c.Open()
+		if err == nil || !strings.Contains(err.Error(), bad.path) || !strings.Contains(err.Error(), bad.msg) {
+			t.Errorf("%s %q: got %v", bad.file, bad.body, err)
+		}
+		if err != nil && strings.Contains(err.Error(), "words-of-a-token") {
+			t.Errorf("the token is quoted: %v", err)
+		}
+		write("tester.token", "secret-token-of-the-coder-for-the-tester\n")
+		write("operators.json", `{"operator-token-0123456789": "alice"}`)
+	}
+}
