@@ -78,6 +78,15 @@ func TestGatewayWalkthrough(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(work, "docs", "gateway.yaml"), []byte(own), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	runWalkthrough(t, block, work, bin)
+}
+
+// runWalkthrough runs a doc's shell block in work with the tree's builds
+// in bin first on PATH, and checks that each "#   ..." line (three
+// spaces) of the block is a line of its output. A "go install" line is
+// skipped: bin holds those builds.
+func runWalkthrough(t *testing.T, block, work, bin string) {
+	t.Helper()
 	var script, want []string
 	for _, line := range strings.Split(strings.TrimSuffix(block, "\n"), "\n") {
 		switch {
@@ -133,3 +142,70 @@ var errTimeout = &timeoutError{}
 type timeoutError struct{}
 
 func (*timeoutError) Error() string { return "still running after 2 minutes" }
+
+// TestEgressWalkthrough: docs/gateway.md's three agents in a row (the
+// planner, the coder and the tester, each unmodified behind its
+// gateway, the coder's tool call signed by its gateway's egress) runs as
+// written with the sample configs of docs/three-agents, in a folder of
+// the test's own for the walkthrough's /tmp/handoff-three.
+func TestEgressWalkthrough(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the command and two servers")
+	}
+	for _, tool := range []string{"curl", "jq"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			if os.Getenv("CI") != "" {
+				t.Fatalf("the walkthrough needs %s (scripts/test.sh installs it)", tool)
+			}
+			t.Skipf("the walkthrough needs %s", tool)
+		}
+	}
+	for _, addr := range []string{"127.0.0.1:7001", "127.0.0.1:7002", "127.0.0.1:8600", "127.0.0.1:8601", "127.0.0.1:8602",
+		"127.0.0.1:8603", "127.0.0.1:8604", "127.0.0.1:9601", "127.0.0.1:9602", "127.0.0.1:9604"} {
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			t.Fatalf("the walkthrough needs %s free: %v", addr, err)
+		}
+		ln.Close()
+	}
+	doc, err := os.ReadFile("../../docs/gateway.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(doc), "### Three agents in a row, by hand\n")
+	_, rest, ok2 := strings.Cut(rest, "```sh\n")
+	block, _, ok3 := strings.Cut(rest, "```\n")
+	if !ok || !ok2 || !ok3 {
+		t.Fatal("docs/gateway.md has no three-agent walkthrough block")
+	}
+	bin := t.TempDir()
+	for name, pkg := range map[string]string{"handoff": ".", "plainmcp": "./internal/gateway/plainmcp", "relayagent": "./internal/gateway/relayagent"} {
+		if out, err := exec.Command("go", "build", "-o", filepath.Join(bin, name), pkg).CombinedOutput(); err != nil {
+			t.Fatalf("go build %s: %v\n%s", pkg, err, out)
+		}
+	}
+	// The walkthrough's state folder is the test's: in the block and in
+	// copies of the configs it names.
+	const state = "/tmp/handoff-three"
+	own := t.TempDir()
+	work := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(work, "docs", "three-agents"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range []string{"planner", "coder", "tester"} {
+		b, err := os.ReadFile("../../docs/three-agents/" + a + ".yaml")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(b), state+"/") {
+			t.Fatalf("docs/three-agents/%s.yaml does not keep its files in %s", a, state)
+		}
+		if err := os.WriteFile(filepath.Join(work, "docs", "three-agents", a+".yaml"), []byte(strings.ReplaceAll(string(b), state, own)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !strings.Contains(block, state) {
+		t.Fatalf("the walkthrough does not keep its files in %s", state)
+	}
+	runWalkthrough(t, strings.ReplaceAll(block, state, own), work, bin)
+}
