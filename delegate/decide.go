@@ -150,14 +150,11 @@ func (d *Delegate) moveIf(ctx context.Context, r *store.Record, sign func(*store
 		if err != nil {
 			return nil, r, err
 		}
-		now := d.now()
-		err = d.cfg.Store.Transition(ctx, store.Move{Iss: r.Iss, Hop: r.Hop, From: r.State, To: to, Status: st.Octets, Form: st.Form, Now: now, Mark: store.MarkOf(r.Equivocated)})
+		m := store.Move{Iss: r.Iss, Hop: r.Hop, From: r.State, To: to, Status: st.Octets, Form: st.Form, Now: d.now(), Mark: store.MarkOf(r.Equivocated)}
+		err = d.cfg.Store.Transition(ctx, m)
 		if err == nil {
 			moved := *r
-			moved.State, moved.Status, moved.StatusForm, moved.Decided = to, st.Octets, st.Form, now
-			if !to.Terminal() {
-				moved.Decided = r.Decided
-			}
+			moved.Apply(m)
 			return st, &moved, nil
 		}
 		if retried || r.Equivocated || !errors.Is(err, store.ErrConflict) {

@@ -393,8 +393,8 @@ func (d *Delegate) equivocation(ctx context.Context, r *store.Record, second han
 		if err != nil {
 			return r, err
 		}
-		now := d.now()
-		err = d.cfg.Store.Transition(ctx, store.Move{Iss: r.Iss, Hop: r.Hop, From: store.Received, To: store.Rejected, Status: st.Octets, Form: st.Form, Now: now})
+		m := store.Move{Iss: r.Iss, Hop: r.Hop, From: store.Received, To: store.Rejected, Status: st.Octets, Form: st.Form, Now: d.now()}
+		err = d.cfg.Store.Transition(ctx, m)
 		if errors.Is(err, store.ErrConflict) {
 			if r, err = d.cfg.Store.Get(ctx, iss, hop); err != nil {
 				return nil, err
@@ -405,7 +405,7 @@ func (d *Delegate) equivocation(ctx context.Context, r *store.Record, second han
 		if err != nil {
 			return r, err
 		}
-		r.State, r.Status, r.StatusForm, r.Decided = store.Rejected, st.Octets, st.Form, now
+		r.Apply(m)
 		detail += "; the first is rejected with reason equivocation"
 		rejected = true
 		break

@@ -59,6 +59,9 @@ func clone(r *Record) *Record {
 	if r.Status != nil {
 		c.Status = append([]byte(nil), r.Status...)
 	}
+	if r.Earlier != nil {
+		c.Earlier = append([]byte(nil), r.Earlier...)
+	}
 	c.Digest.Val = append([]byte(nil), r.Digest.Val...)
 	return &c
 }
@@ -138,7 +141,7 @@ func (m *Memory) List(_ context.Context, q HopQuery) ([]*Record, error) {
 
 // Transition implements Store.
 func (m *Memory) Transition(_ context.Context, mv Move) error {
-	iss, hop, from, to, status, form, now := mv.Iss, mv.Hop, mv.From, mv.To, mv.Status, mv.Form, mv.Now
+	iss, hop, from, to := mv.Iss, mv.Hop, mv.From, mv.To
 	if !CanMove(from, to) {
 		return AtHop(fmt.Errorf("%w: the lifecycle does not allow %s -> %s", ErrConflict, from, to), iss, hop)
 	}
@@ -156,16 +159,7 @@ func (m *Memory) Transition(_ context.Context, mv Move) error {
 	if !mv.Mark.Meets(r.Equivocated) {
 		return AtHop(fmt.Errorf("%w: hop's equivocated mark is %v, not %v", ErrConflict, r.Equivocated, !r.Equivocated), iss, hop)
 	}
-	r.State = to
-	switch {
-	case status != nil:
-		r.Status, r.StatusForm = append([]byte(nil), status...), form
-	case to.Terminal():
-		r.Status, r.StatusForm = nil, 0 // the last status sent is not the one before
-	}
-	if to.Terminal() {
-		r.Decided = now
-	}
+	r.Apply(mv)
 	return nil
 }
 
@@ -244,6 +238,43 @@ func (m *Memory) Flags(_ context.Context, all bool) ([]Flag, error) {
 	return out, nil
 }
 
+// ListFlags implements Store.
+func (m *Memory) ListFlags(_ context.Context, q FlagQuery) ([]Flag, error) {
+	if err := q.Check(); err != nil {
+		return nil, err
+	}
+	if err := m.lock(); err != nil {
+		return nil, err
+	}
+	defer m.mu.Unlock()
+	var out []Flag
+	for i := len(m.flags) - 1; i >= 0 && len(out) < q.Limit; i-- {
+		f := m.flags[i]
+		if (q.Before == 0 || f.ID < q.Before) && q.Matches(f) {
+			out = append(out, f)
+		}
+	}
+	return out, nil
+}
+
+// CountOpenFlags implements Store.
+func (m *Memory) CountOpenFlags(_ context.Context, max int) (int, error) {
+	if err := m.lock(); err != nil {
+		return 0, err
+	}
+	defer m.mu.Unlock()
+	n := 0
+	for _, f := range m.flags {
+		if n >= max {
+			break
+		}
+		if f.Resolved.IsZero() {
+			n++
+		}
+	}
+	return n, nil
+}
+
 // Resolve implements Store.
 func (m *Memory) Resolve(_ context.Context, id int64, resolution string, now time.Time) error {
 	if err := m.lock(); err != nil {
@@ -252,11 +283,11 @@ func (m *Memory) Resolve(_ context.Context, id int64, resolution string, now tim
 	defer m.mu.Unlock()
 	i, ok := sort.Find(len(m.flags), func(i int) int { return cmp.Compare(id, m.flags[i].ID) })
 	if !ok {
-		return fmt.Errorf("store: no flag %d", id)
+		return fmt.Errorf("%w: no flag %d is open (there is none with this id)", ErrConflict, id)
 	}
 	f := &m.flags[i]
 	if !f.Resolved.IsZero() {
-		return fmt.Errorf("store: flag %d is already resolved", id)
+		return fmt.Errorf("%w: no flag %d is open (it is resolved already)", ErrConflict, id)
 	}
 	f.Resolved, f.Resolution = now, resolution
 	return nil
@@ -476,6 +507,31 @@ func (m *Memory) Due(_ context.Context, now time.Time) ([]*Issued, error) {
 		}
 	}
 	sortIssued(out)
+	return out, nil
+}
+
+// ListIssued implements Tracker.
+func (m *Memory) ListIssued(_ context.Context, q IssuedQuery) ([]*Issued, error) {
+	if err := q.Check(); err != nil {
+		return nil, err
+	}
+	if err := m.lock(); err != nil {
+		return nil, err
+	}
+	defer m.mu.Unlock()
+	var out []*Issued
+	for _, h := range m.issued {
+		if q.Matches(h) && (q.After == nil || q.After.Before(*h.Cursor())) {
+			out = append(out, h)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Cursor().Before(*out[j].Cursor()) })
+	if len(out) > q.Limit {
+		out = out[:q.Limit]
+	}
+	for i, h := range out {
+		out[i] = cloneIssued(h)
+	}
 	return out, nil
 }
 

@@ -3,9 +3,10 @@
 // Records"): for each (iss, hop) that passed the first three receiving
 // checks, the digest and octets of the first offer (and of the chain it
 // came with, for the operator's picture), the hop's state, and the
-// exact octets of the last status sent, so that a retransmission is
-// answered from the record and never processed again, equivocation is
-// detected, and nothing is lost across a restart.
+// exact octets of the last status sent (and of the one before it, for the
+// operator), so that a retransmission is answered from the record and
+// never processed again, equivocation is detected, and nothing is lost
+// across a restart.
 //
 // Three implementations pass one conformance suite (store/storetest):
 // Memory (tests, a process without durable state), SQLite (the embedded
@@ -100,7 +101,16 @@ type Record struct {
 	State      State
 	Status     []byte // exact octets of the last status sent; nil when none was sent
 	StatusForm handoff.Form
-	Canceled   bool // a valid "canceled" from the delegator was received
+	// Earlier: the exact octets of the status sent before Status, which a
+	// move replaced (Store.Transition): the "accepted" of a hop that then
+	// completed or failed; nil when no status came before the last (and
+	// for a record moved before records kept it). The lifecycle sends at
+	// most two statuses for a hop ("accepted", then "completed" or
+	// "failed"; or one alone), so with Status it is every status sent, in
+	// order (Statuses). A claim has none: it records the first decision.
+	Earlier     []byte
+	EarlierForm handoff.Form
+	Canceled    bool // a valid "canceled" from the delegator was received
 	// Equivocated: a second, different offer for this (iss, hop) was seen
 	// (draft "Forks, Concurrency, and Equivocation"); a "failed" sent for
 	// the hop then carries reason "equivocation".
@@ -187,8 +197,10 @@ func CheckedClaim(r *Record) bool {
 
 // CheckClaim reports what makes r no record Claim may store: a state
 // other than received, accepted or rejected, no iss, hop, offer or
-// digest, a release, or a chain whose forms do not match it. Every store
-// refuses such a claim with its error, writing nothing.
+// digest, a release, a status for a hop received (nothing is sent for a
+// hop not yet decided), an earlier status (a new hop has sent one status
+// at most), or a chain whose forms do not match it. Every store refuses
+// such a claim with its error, writing nothing.
 func CheckClaim(r *Record) error {
 	switch r.State {
 	case Received, Accepted, Rejected:
@@ -200,6 +212,12 @@ func CheckClaim(r *Record) error {
 	}
 	if !r.Released.IsZero() {
 		return fmt.Errorf("store: a new hop is not released")
+	}
+	if r.State == Received && r.Status != nil {
+		return fmt.Errorf("store: a hop received, not yet decided, has sent no status")
+	}
+	if r.Earlier != nil || r.EarlierForm != 0 {
+		return fmt.Errorf("store: a new hop has no earlier status: a claim records its first decision")
 	}
 	return checkChain(r)
 }
@@ -259,7 +277,9 @@ type Store interface {
 
 	// Transition makes a Move: the hop goes from one state to another
 	// (CanMove), with the status sent for it, and Decided is stamped when
-	// the new state is terminal. It fails with ErrConflict, changing
+	// the new state is terminal. A move that replaces the last status (a
+	// new one, or none on a move to a terminal state) keeps it as
+	// Earlier, in the same step. It fails with ErrConflict, changing
 	// nothing, when the hop is not in state From or its Equivocated mark
 	// does not meet Mark, and with ErrNotFound when there is no record.
 	Transition(ctx context.Context, m Move) error
@@ -286,7 +306,17 @@ type Store interface {
 	Raise(ctx context.Context, f Flag) (int64, error)
 	// Flags lists flags, oldest first; open ones only unless all is set.
 	Flags(ctx context.Context, all bool) ([]Flag, error)
-	// Resolve closes a flag with the operator's resolution.
+	// ListFlags returns a page of the flags q selects, newest first (ID
+	// descending): an operator's listing (flag_list.go), and one hop's
+	// flags. A SQL store answers it from an index.
+	ListFlags(ctx context.Context, q FlagQuery) ([]Flag, error)
+	// CountOpenFlags returns how many flags are open, counting no further
+	// than max (it returns max when there are more): a badge's number,
+	// which does not read every flag.
+	CountOpenFlags(ctx context.Context, max int) (int, error)
+	// Resolve closes a flag with the operator's resolution. It fails with
+	// ErrConflict, changing nothing, when the flag is not open: resolved
+	// already (by another operator, say), or no flag has this id.
 	Resolve(ctx context.Context, id int64, resolution string, now time.Time) error
 
 	// HopOf returns the hop of iss whose recorded offer, or a

@@ -74,4 +74,8 @@ type Tracker interface {
 	ByPrev(ctx context.Context, d handoff.Digest) ([]*Issued, error)
 	// Due lists unresolved hops whose NextAsk is set and not after now.
 	Due(ctx context.Context, now time.Time) ([]*Issued, error)
+	// ListIssued returns a page of the hops q selects, newest first
+	// (IssuedCursor): an operator's listing (issued_list.go). A SQL store
+	// answers it from an index; it is not for the hot path.
+	ListIssued(ctx context.Context, q IssuedQuery) ([]*Issued, error)
 }

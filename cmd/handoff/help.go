@@ -66,10 +66,13 @@ var helps = map[string]struct{ about, example string }{
 		"handoff demo"},
 	"serve": {
 		"Runs the gateway: the receiving checks, the durable hop record and signed statuses in front of an\n" +
-			"unmodified A2A agent or MCP server (docs/gateway.md). FILE is YAML (docs/spec.md section 6; --print-schema prints\n" +
-			"its JSON Schema); docs/gateway.yaml is a sample to copy. Logs are JSON lines on stderr; the admin address\n" +
-			"serves /healthz, /readyz, /metrics and /config. SIGHUP reloads FILE (trust_file and inbound; other keys need\n" +
-			"a restart), keeping the last good configuration when FILE is invalid; SIGTERM drains and stops.",
+			"unmodified A2A agent or MCP server (docs/gateway.md); with egress routes, offers signed for the agent's own\n" +
+			"outbound calls too, linked to the work they serve (docs/three-agents has an example). FILE is YAML\n" +
+			"(docs/spec.md section 6; --print-schema prints its JSON Schema); docs/gateway.yaml is a sample to copy.\n" +
+			"Logs are JSON lines on stderr; the admin address serves /healthz, /readyz, /metrics, /config and, with\n" +
+			"operator.tokens_file, the operator console /console/. SIGHUP reloads FILE (trust_file, inbound and the\n" +
+			"operators; other keys need a restart), keeping the last good configuration when FILE is invalid; SIGTERM\n" +
+			"drains and stops.",
 		"handoff serve --config docs/gateway.yaml --validate-only"},
 	"version": {
 		"Prints this program's module version, the draft revision it implements, and the Go version.",

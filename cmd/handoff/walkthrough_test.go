@@ -30,13 +30,7 @@ func TestGatewayWalkthrough(t *testing.T) {
 		}
 	}
 	// The sample's addresses: a walkthrough cannot choose its ports.
-	for _, addr := range []string{"127.0.0.1:7000", "127.0.0.1:7001", "127.0.0.1:8443", "127.0.0.1:9443"} {
-		ln, err := net.Listen("tcp", addr)
-		if err != nil {
-			t.Fatalf("the walkthrough needs %s free: %v", addr, err)
-		}
-		ln.Close()
-	}
+	free(t, "127.0.0.1:7000", "127.0.0.1:7001", "127.0.0.1:8443", "127.0.0.1:9443")
 	doc, err := os.ReadFile("../../docs/gateway.md")
 	if err != nil {
 		t.Fatal(err)
@@ -160,14 +154,8 @@ func TestEgressWalkthrough(t *testing.T) {
 			t.Skipf("the walkthrough needs %s", tool)
 		}
 	}
-	for _, addr := range []string{"127.0.0.1:7001", "127.0.0.1:7002", "127.0.0.1:8600", "127.0.0.1:8601", "127.0.0.1:8602",
-		"127.0.0.1:8603", "127.0.0.1:8604", "127.0.0.1:9601", "127.0.0.1:9602", "127.0.0.1:9604"} {
-		ln, err := net.Listen("tcp", addr)
-		if err != nil {
-			t.Fatalf("the walkthrough needs %s free: %v", addr, err)
-		}
-		ln.Close()
-	}
+	free(t, "127.0.0.1:7001", "127.0.0.1:7002", "127.0.0.1:8600", "127.0.0.1:8601", "127.0.0.1:8602",
+		"127.0.0.1:8603", "127.0.0.1:8604", "127.0.0.1:9601", "127.0.0.1:9602", "127.0.0.1:9604")
 	doc, err := os.ReadFile("../../docs/gateway.md")
 	if err != nil {
 		t.Fatal(err)
@@ -208,4 +196,25 @@ func TestEgressWalkthrough(t *testing.T) {
 		t.Fatalf("the walkthrough does not keep its files in %s", state)
 	}
 	runWalkthrough(t, strings.ReplaceAll(block, state, own), work, bin)
+}
+
+// free waits, up to 15 s, for each address to be free: a walkthrough
+// cannot choose its ports, and the servers of the one before may still
+// be exiting.
+func free(t *testing.T, addrs ...string) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for _, addr := range addrs {
+		for {
+			ln, err := net.Listen("tcp", addr)
+			if err == nil {
+				ln.Close()
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the walkthrough needs %s free: %v", addr, err)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
 }

@@ -10,11 +10,11 @@ import (
 	"github.com/quantumlearningmachines/handoff/store/storetest"
 )
 
-// TestListByteOrderInALocale: the listing orders text by bytes on a
-// database whose collation is a language's (ICU en-US, as production
-// databases usually have a locale), not only on the test server's "C".
-// Without its COLLATE "C", the listing sorted the model's names as
-// English does and this test failed.
+// TestListByteOrderInALocale: the listings (of hops received, and of hops
+// issued) order text by bytes on a database whose collation is a
+// language's (ICU en-US, as production databases usually have a locale),
+// not only on the test server's "C". Without its COLLATE "C", the listing
+// sorted the model's names as English does and this test failed.
 func TestListByteOrderInALocale(t *testing.T) {
 	admin := adminDSN(t)
 	db, err := sql.Open("pgx", admin)
@@ -36,6 +36,13 @@ func TestListByteOrderInALocale(t *testing.T) {
 	storetest.RunList(t, func(t *testing.T) store.Store {
 		s := open(t, admin+" dbname="+name)
 		if _, err := s.DB().ExecContext(t.Context(), "DELETE FROM hops; DELETE FROM flags"); err != nil {
+			t.Fatal(err)
+		}
+		return s
+	})
+	storetest.RunListIssued(t, func(t *testing.T) store.Tracker {
+		s := open(t, admin+" dbname="+name)
+		if _, err := s.DB().ExecContext(t.Context(), "DELETE FROM issued"); err != nil {
 			t.Fatal(err)
 		}
 		return s

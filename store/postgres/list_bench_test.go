@@ -28,3 +28,26 @@ FROM generate_series($1::bigint, $2::bigint) AS x`, lo, hi, storetest.ListBenchR
 		return err
 	})
 }
+
+// BenchmarkListIssued: the console's pages of hops issued onward on a
+// store of storetest.ListBenchRows issued hops, analyzed as it is filled.
+func BenchmarkListIssued(b *testing.B) {
+	s := fresh(b)
+	base := storetest.ListBenchBase.UnixNano()
+	storetest.BenchListIssued(b, s, func(ctx context.Context, lo, hi int) error {
+		_, err := s.DB().ExecContext(ctx, `INSERT INTO issued (hop, aud, work, offer, offer_form, digest_alg, digest, prev_alg, prev,
+  exp, view, resolved, status, status_form, attempts, next_ask, created)
+SELECT lpad(to_hex(x), 16, '0'), CASE WHEN x % 500 = 7 THEN $3 ELSE 'https://downstream-' || (x % 8) || '.example' END,
+  'work-' || x, convert_to(repeat(md5(x::text), 12), 'UTF8'), 1, 'sha-256', decode(md5(x::text), 'hex'), 'sha-256',
+  decode(md5((x + 1)::text), 'hex'), $4 + x * 1000000 + 300000000000,
+  CASE WHEN x % 1000 < 5 THEN 'offered' WHEN x % 1000 < 15 THEN 'accepted' WHEN x % 1000 < 20 THEN 'offered'
+    WHEN x % 1000 < 40 THEN 'rejected' WHEN x % 1000 < 60 THEN 'failed' WHEN x % 1000 < 63 THEN 'canceled' ELSE 'completed' END,
+  CASE WHEN x % 1000 < 15 OR x % 1000 = 62 THEN 0 ELSE 1 END,
+  convert_to(repeat(md5(x::text), 6), 'UTF8'), 1, 0, 0, $4 + x * 1000000
+FROM generate_series($1::bigint, $2::bigint) AS x`, lo, hi, storetest.ListBenchRareAud, base)
+		if err == nil {
+			_, err = s.DB().ExecContext(ctx, `ANALYZE issued`)
+		}
+		return err
+	})
+}

@@ -220,7 +220,32 @@ DECLARE n INTEGER; BEGIN
     p_equivocated, p_received, p_keep_until, p_decided, p_chain
   WHERE NOT EXISTS (SELECT 1 FROM held_cancels WHERE iss = p_iss AND offer_alg = p_digest_alg AND offer = p_digest)
   ON CONFLICT (iss, hop) DO NOTHING; GET DIAGNOSTICS n = ROW_COUNT; RETURN n; END
-$$`},
+$$`,
+		// 11: the status sent before the last (store.Record.Earlier: the
+		// "accepted" of a hop that then completed or failed), which a move
+		// keeps in the statement that replaces it. NULL for a hop with
+		// none and for every record moved before: a nullable column and
+		// a constant default are added without rewriting the table, and
+		// the claim (handoff_claim) is as it was. A replica of the
+		// version before, still running, moves hops without keeping it.
+		`ALTER TABLE hops ADD COLUMN IF NOT EXISTS earlier BYTEA,
+  ADD COLUMN IF NOT EXISTS earlier_form INTEGER NOT NULL DEFAULT 0`,
+		// 12: an operator's listing of the hops issued onward
+		// (store.Tracker.ListIssued), newest first, from an index in its
+		// order: by view and resolution, and the same within a delegate's
+		// hops; text by bytes (COLLATE "C"), as the listing orders it. Two
+		// more index entries for each hop issued (decision 92). As for
+		// hops_listed, an operator with many issued hops may build them
+		// first with CREATE INDEX CONCURRENTLY and these very columns.
+		`CREATE INDEX IF NOT EXISTS issued_listed ON issued (view, resolved, created, aud COLLATE "C", hop COLLATE "C");
+CREATE INDEX IF NOT EXISTS issued_listed_aud ON issued (aud COLLATE "C", view, resolved, created, hop COLLATE "C")`,
+		// 13: an operator's listing of the flags (store.Store.ListFlags),
+		// newest first: the open ones by id (the resolved ones stay until
+		// the sweep, and would otherwise be read past), and one hop's by
+		// hop. Flags are few beside hops; nothing on a claim's path
+		// writes these (decision 93).
+		`CREATE INDEX IF NOT EXISTS flags_open_id ON flags (id) WHERE resolved = 0;
+CREATE INDEX IF NOT EXISTS flags_hop ON flags (iss, hop, id)`},
 }
 
 // Open connects to the database named by dsn (a libpq connection string

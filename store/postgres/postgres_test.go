@@ -147,6 +147,7 @@ func TestReopenKeepsRecordsAndSince(t *testing.T) {
 	if err := s.Transition(ctx, store.Move{Iss: storetest.Iss, Hop: "a", From: store.Accepted, To: store.Completed, Status: storetest.Status("a/done"), Form: handoff.FormCOSE, Now: done}); err != nil {
 		t.Fatal(err)
 	}
+	a.Earlier, a.EarlierForm = a.Status, a.StatusForm
 	a.State, a.Status, a.StatusForm, a.Decided = store.Completed, storetest.Status("a/done"), handoff.FormCOSE, done
 	if err := s.MarkCanceled(ctx, storetest.Iss, "b"); err != nil {
 		t.Fatal(err)

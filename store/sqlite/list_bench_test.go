@@ -26,3 +26,22 @@ FROM n`, lo, hi, storetest.ListBenchRare, base, base)
 		return err
 	})
 }
+
+// BenchmarkListIssued: the console's pages of hops issued onward on a
+// store of storetest.ListBenchRows issued hops, not analyzed.
+func BenchmarkListIssued(b *testing.B) {
+	s := fresh(b)
+	base := storetest.ListBenchBase.UnixNano()
+	storetest.BenchListIssued(b, s, func(ctx context.Context, lo, hi int) error {
+		_, err := s.DB().ExecContext(ctx, `WITH RECURSIVE n(x) AS (SELECT ? UNION ALL SELECT x + 1 FROM n WHERE x < ?)
+INSERT INTO issued (hop, aud, work, offer, offer_form, digest_alg, digest, prev_alg, prev, exp, view, resolved, status, status_form, attempts, next_ask, created)
+SELECT printf('%016x', x), CASE WHEN x % 500 = 7 THEN ? ELSE 'https://downstream-' || (x % 8) || '.example' END,
+  'work-' || x, randomblob(400), 1, 'sha-256', randomblob(32), 'sha-256', randomblob(32), ? + x * 1000000 + 300000000000,
+  CASE WHEN x % 1000 < 5 THEN 'offered' WHEN x % 1000 < 15 THEN 'accepted' WHEN x % 1000 < 20 THEN 'offered'
+    WHEN x % 1000 < 40 THEN 'rejected' WHEN x % 1000 < 60 THEN 'failed' WHEN x % 1000 < 63 THEN 'canceled' ELSE 'completed' END,
+  CASE WHEN x % 1000 < 15 OR x % 1000 = 62 THEN 0 ELSE 1 END,
+  randomblob(200), 1, 0, 0, ? + x * 1000000
+FROM n`, lo, hi, storetest.ListBenchRareAud, base, base)
+		return err
+	})
+}

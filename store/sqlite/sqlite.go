@@ -26,6 +26,7 @@ var dialect = sqlhop.Dialect{
 	GroupMoves:  true,
 	// The primary key's index, as SQLite names it (store.Store.List).
 	ByKey:      ` INDEXED BY sqlite_autoindex_hops_1`,
+	IndexedBy:  true,
 	PrepareHot: true,
 	Migrations: []string{`
 CREATE TABLE meta (k TEXT PRIMARY KEY, v TEXT NOT NULL);
@@ -145,7 +146,27 @@ CREATE INDEX IF NOT EXISTS flags_open ON flags (iss, hop) WHERE resolved = 0`,
 		// operator's picture of the hop. NULL for no chain and for every
 		// record kept before: adding it rewrites nothing, and the claim
 		// stays one statement.
-		`ALTER TABLE hops ADD COLUMN chain BLOB`},
+		`ALTER TABLE hops ADD COLUMN chain BLOB`,
+		// 10: the status sent before the last (store.Record.Earlier: the
+		// "accepted" of a hop that then completed or failed), which a move
+		// keeps in the statement that replaces it. NULL for a hop with
+		// none and for every record moved before: adding the columns
+		// rewrites nothing, and the claim is as it was.
+		`ALTER TABLE hops ADD COLUMN earlier BLOB;
+ALTER TABLE hops ADD COLUMN earlier_form INTEGER NOT NULL DEFAULT 0`,
+		// 11: an operator's listing of the hops issued onward
+		// (store.Tracker.ListIssued), newest first, from an index in its
+		// order: by view and resolution, and the same within a delegate's
+		// hops. Two more index entries for each hop issued (decision 92).
+		`CREATE INDEX IF NOT EXISTS issued_listed ON issued (view, resolved, created, aud, hop);
+CREATE INDEX IF NOT EXISTS issued_listed_aud ON issued (aud, view, resolved, created, hop)`,
+		// 12: an operator's listing of the flags (store.Store.ListFlags),
+		// newest first: the open ones by id (the resolved ones stay until
+		// the sweep, and would otherwise be read past), and one hop's by
+		// hop. Flags are few beside hops; nothing on a claim's path
+		// writes these (decision 93).
+		`CREATE INDEX IF NOT EXISTS flags_open_id ON flags (id) WHERE resolved = 0;
+CREATE INDEX IF NOT EXISTS flags_hop ON flags (iss, hop, id)`},
 }
 
 // DSN returns the driver's data source name for a database file: WAL,

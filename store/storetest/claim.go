@@ -109,8 +109,9 @@ func testClaimStoresEveryField(t *testing.T, s store.Store) {
 	checkRecord(t, "Claim result against Get", got, stored)
 }
 
-// r.State must be Received, Accepted or Rejected; any other claim is
-// refused and stores nothing.
+// r.State must be Received, Accepted or Rejected, and a claim is of a
+// new hop (store.CheckClaim: not released, no status before its first, none
+// at all when received); any other claim is refused and stores nothing.
 func testClaimRefusesBadState(t *testing.T, s store.Store) {
 	ctx := t.Context()
 	for _, st := range []store.State{store.Completed, store.Failed, "", "canceled", "expired", "RECEIVED"} {
@@ -129,6 +130,22 @@ func testClaimRefusesBadState(t *testing.T, s store.Store) {
 		t.Errorf("Claim of a released record = %+v, inserted %v, %v; want an error", got, inserted, err)
 	}
 	checkGone(t, s, Iss, r.Hop)
+	// A hop received, not yet decided, has sent no status; a new hop has
+	// sent none before its first (store.Record.Earlier).
+	for _, bad := range []func(r *store.Record){
+		func(r *store.Record) { r.State, r.Status = store.Received, Status("sent") },
+		func(r *store.Record) { r.Earlier = Status("before") },
+		func(r *store.Record) { r.Earlier = []byte{} },
+		func(r *store.Record) { r.EarlierForm = handoff.FormCOSE },
+	} {
+		r := NewRecord("sent-before", store.Accepted, 1)
+		bad(r)
+		if got, inserted, err := s.Claim(ctx, r); err == nil || inserted {
+			t.Errorf("Claim of %s with status %q, earlier %q (form %v) = %+v, inserted %v, %v; want an error",
+				r.State, r.Status, r.Earlier, r.EarlierForm, got, inserted, err)
+		}
+		checkGone(t, s, Iss, r.Hop)
+	}
 	// The store still takes a good claim.
 	put(t, s, "good", store.Received)
 }

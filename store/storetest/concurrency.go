@@ -108,6 +108,7 @@ func testConcurrentTransition(t *testing.T, s store.Store) {
 			t.Fatalf("round %d: no transition succeeded", round)
 		}
 		to := targets[winner%len(targets)]
+		want.Earlier, want.EarlierForm = want.Status, want.StatusForm
 		want.State, want.Status, want.StatusForm = to, Status(fmt.Sprintf("%s/%d", hop, winner)), handoff.Form(winner%2)
 		if to.Terminal() {
 			want.Decided = Base.Add(time.Duration(winner+1) * time.Second)
@@ -177,6 +178,7 @@ func testConcurrentClaimsAndMoves(t *testing.T, s store.Store) {
 			t.Errorf("move of an unrecorded hop: %v, want ErrNotFound naming it", missing[i])
 		}
 		w := want[i]
+		w.Earlier, w.EarlierForm = w.Status, w.StatusForm
 		w.State, w.Status, w.StatusForm, w.Decided = store.Completed, Status(hop+"/completed"), handoff.FormJWS, Base.Add(time.Duration(i+1)*time.Second)
 		checkGet(t, s, hop, w)
 		checkGet(t, s, fresh[i].Hop, fresh[i])

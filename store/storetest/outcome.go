@@ -114,6 +114,7 @@ func testOutcomeCommits(t *testing.T, s store.SQLStore) {
 		if n := effects(t, s, hop); n != 1 {
 			t.Errorf("%d effect rows after RecordOutcome; want 1", n)
 		}
+		want.Earlier, want.EarlierForm = want.Status, want.StatusForm // the outcome's status replaces the last one
 		want.State, want.Status, want.StatusForm, want.Decided = c.to, Status(hop+"/done"), handoff.FormCOSE, now
 		checkGet(t, s, hop, want)
 	}
@@ -146,6 +147,7 @@ func testOutcomeWorkError(t *testing.T, s store.SQLStore) {
 	if n := effects(t, s, "boom"); n != 1 {
 		t.Errorf("%d effect rows after the retry; want 1", n)
 	}
+	want.Earlier, want.EarlierForm = want.Status, want.StatusForm
 	want.State, want.Status, want.StatusForm, want.Decided = store.Completed, Status("boom/retry"), handoff.FormCOSE, Base.Add(2*time.Minute)
 	checkGet(t, s, "boom", want)
 }
@@ -301,6 +303,7 @@ func testOutcomeConcurrent(t *testing.T, s store.SQLStore) {
 			t.Errorf("round %d: the effect is %s's, but %d won", round, note, winner)
 		}
 		want.State = []store.State{store.Completed, store.Failed}[winner%2]
+		want.Earlier, want.EarlierForm = want.Status, want.StatusForm
 		want.Status, want.StatusForm = Status(fmt.Sprintf("%s/%d", hop, winner)), handoff.FormJWS
 		want.Decided = Base.Add(time.Duration(winner+1) * time.Second)
 		checkGet(t, s, hop, want)
@@ -341,6 +344,7 @@ func testOutcomeExcludesTransition(t *testing.T, s store.SQLStore) {
 	if n := effects(t, s, "locked"); n != 1 {
 		t.Errorf("%d effect rows; want 1", n)
 	}
+	want.Earlier, want.EarlierForm = want.Status, want.StatusForm
 	want.State, want.Status, want.StatusForm, want.Decided = store.Completed, Status("locked/done"), handoff.FormCOSE, Base.Add(time.Minute)
 	checkGet(t, s, "locked", want)
 }

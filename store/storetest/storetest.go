@@ -62,6 +62,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"TransitionMissingIsErrNotFound", testTransitionMissingIsErrNotFound},
 		{"TransitionNilStatusKeepsStatusUnlessTerminal", testTransitionNilStatusKeepsStatus},
 		{"TransitionChecksTheEquivocatedMark", testTransitionMark},
+		{"StatusesKeptInOrder", testStatusesInOrder},
 		{"ErrorsNameTheHop", testErrorsNameTheHop},
 		{"TransitionTerminalStampsDecided", testTransitionTerminalStampsDecided},
 		{"MarkCanceled", testMarkCanceled},
@@ -237,6 +238,7 @@ func copyRecord(r *store.Record) *store.Record {
 	}
 	c.ChainForms = slices.Clone(r.ChainForms)
 	c.Status = bytes.Clone(r.Status)
+	c.Earlier = bytes.Clone(r.Earlier)
 	c.Digest.Val = bytes.Clone(r.Digest.Val)
 	return &c
 }

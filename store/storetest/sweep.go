@@ -192,6 +192,7 @@ func testRelease(t *testing.T, s store.Store) {
 		}
 		checkGet(t, s, hop, want)
 		// The operator learns the outcome after all.
+		want.Earlier, want.EarlierForm = want.Status, want.StatusForm
 		want.State, want.Status, want.StatusForm, want.Decided = store.Failed, Status("late"), handoff.FormJWS, at.Add(time.Minute)
 		mustMove(t, s, hop, store.Accepted, store.Failed, want.Status, want.StatusForm, want.Decided)
 		checkGet(t, s, hop, want)

@@ -48,6 +48,8 @@ func RunTracker(t *testing.T, open func(t *testing.T) store.Tracker) {
 		{"ByPrevListsExactlyTheChildren", testByPrev},
 		{"DueListsUnresolvedAtOrBeforeNow", testDue},
 		{"ConcurrentIssueSameWorkOneWinner", testConcurrentIssue},
+		{"ListIssuedMatchesTheModelByPages", testListIssued},
+		{"ListIssuedPageIsOneSnapshot", testListIssuedWhileMoving},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

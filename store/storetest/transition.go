@@ -17,8 +17,8 @@ import (
 
 // Transition follows store.CanMove exactly: over every pair of states (and
 // some that are not states), an allowed move succeeds, stores the status
-// and stamps Decided when the target is terminal; any other move is
-// ErrConflict and changes nothing.
+// (keeping the one it replaces as Earlier) and stamps Decided when the
+// target is terminal; any other move is ErrConflict and changes nothing.
 func testTransitionFollowsCanMove(t *testing.T, s store.Store) {
 	ctx := t.Context()
 	targets := append(append([]store.State(nil), allStates...), "", "canceled", "expired")
@@ -36,6 +36,7 @@ func testTransitionFollowsCanMove(t *testing.T, s store.Store) {
 					continue
 				}
 				want = copyRecord(before)
+				want.Earlier, want.EarlierForm = before.Status, before.StatusForm
 				want.State, want.Status, want.StatusForm = to, status, handoff.FormCOSE
 				if to.Terminal() {
 					want.Decided = now
@@ -92,8 +93,9 @@ func testTransitionMissingIsErrNotFound(t *testing.T, s store.Store) {
 
 // A nil status keeps the last status sent, octets and form, on a move to
 // Accepted, and leaves no status on a move to a terminal state (the
-// accepted octets are not the terminal state's status); a non-nil one
-// replaces it.
+// accepted octets are not the terminal state's status: they become
+// Earlier, as sent before); a non-nil one replaces it, and the one it
+// replaces becomes Earlier.
 func testTransitionNilStatusKeepsStatus(t *testing.T, s store.Store) {
 	// Received (no status) -> Accepted with nil: still no status.
 	want := put(t, s, "keep-none", store.Received)
@@ -107,17 +109,20 @@ func testTransitionNilStatusKeepsStatus(t *testing.T, s store.Store) {
 	want.State, want.Status, want.StatusForm = store.Accepted, Status("keep-accepted/accepted"), handoff.FormJWS
 	mustMove(t, s, "keep-accepted", store.Received, store.Accepted, want.Status, want.StatusForm, Base.Add(time.Second))
 	checkGet(t, s, "keep-accepted", want)
+	want.Earlier, want.EarlierForm = want.Status, want.StatusForm
 	want.State, want.Status, want.StatusForm, want.Decided = store.Completed, nil, 0, Base.Add(2*time.Second)
 	mustMove(t, s, "keep-accepted", store.Accepted, store.Completed, nil, handoff.FormCOSE, want.Decided)
 	checkGet(t, s, "keep-accepted", want)
 	// The same for a claimed Accepted moved to Failed.
 	want = put(t, s, "drop-accepted", store.Accepted)
+	want.Earlier, want.EarlierForm = want.Status, want.StatusForm
 	want.State, want.Status, want.StatusForm, want.Decided = store.Failed, nil, 0, Base.Add(2*time.Second)
 	mustMove(t, s, "drop-accepted", store.Accepted, store.Failed, nil, handoff.FormCOSE, want.Decided)
 	checkGet(t, s, "drop-accepted", want)
 
 	// A claimed Accepted (with its status) -> Failed with a new status.
 	want = put(t, s, "replace", store.Accepted)
+	want.Earlier, want.EarlierForm = want.Status, want.StatusForm
 	want.State, want.Status, want.StatusForm, want.Decided = store.Failed, Status("replace/failed"), handoff.FormCOSE, Base.Add(3*time.Second)
 	mustMove(t, s, "replace", store.Accepted, store.Failed, bytes.Clone(want.Status), want.StatusForm, want.Decided)
 	checkGet(t, s, "replace", want)
@@ -184,6 +189,7 @@ func testTransitionMark(t *testing.T, s store.Store) {
 				t.Errorf("%s: Transition(mark equivocated %v) on a hop marked %v = %v; want it moved", hop, marked, marked, err)
 				continue
 			}
+			want.Earlier, want.EarlierForm = want.Status, want.StatusForm
 			want.State, want.Status, want.StatusForm, want.Decided = store.Failed, status, handoff.FormCOSE, now
 			if status == nil {
 				want.StatusForm = 0
@@ -263,6 +269,7 @@ func testMark(t *testing.T, s store.Store, name string, mark func(ctx context.Co
 		t.Fatal(err)
 	}
 	set(want)
+	want.Earlier, want.EarlierForm = want.Status, want.StatusForm
 	want.State, want.Status, want.StatusForm, want.Decided = store.Failed, Status("f"), handoff.FormJWS, Base.Add(time.Hour)
 	mustMove(t, s, "mark-then-move", store.Accepted, store.Failed, want.Status, want.StatusForm, want.Decided)
 	checkGet(t, s, "mark-then-move", want)

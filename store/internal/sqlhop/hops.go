@@ -264,12 +264,10 @@ func (s *DB) Flags(ctx context.Context, all bool) ([]store.Flag, error) {
 	defer rows.Close()
 	var out []store.Flag
 	for rows.Next() {
-		var f store.Flag
-		var created, resolved int64
-		if err := rows.Scan(&f.ID, &f.Kind, &f.Iss, &f.Hop, &f.Detail, &created, &resolved, &f.Resolution, &f.Key); err != nil {
+		f, err := scanFlag(rows)
+		if err != nil {
 			return nil, err
 		}
-		f.Created, f.Resolved = fromNanos(created), fromNanos(resolved)
 		out = append(out, f)
 	}
 	return out, rows.Err()
@@ -285,7 +283,7 @@ func (s *DB) Resolve(ctx context.Context, id int64, resolution string, now time.
 		return fmt.Errorf("store: resolve: %w", err)
 	}
 	if n, _ := res.RowsAffected(); n == 0 {
-		return fmt.Errorf("store: no open flag %d", id)
+		return fmt.Errorf("%w: no flag %d is open (resolved already, or none has this id)", store.ErrConflict, id)
 	}
 	return nil
 }

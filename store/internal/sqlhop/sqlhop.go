@@ -46,6 +46,10 @@ type Dialect struct {
 	// primary key (SQLite: INDEXED BY; PostgreSQL's planner chooses from
 	// its statistics).
 	ByKey string
+	// IndexedBy: the issued listing names in its FROM the index it reads
+	// (SQLite, which never analyzes here, might take another; PostgreSQL's
+	// planner chooses from its statistics).
+	IndexedBy bool
 	// GroupMoves: moves (Transition) join the group commit too. SQLite
 	// has one writer, so the outcomes of concurrent offers queued behind
 	// one another for an fsync each. PostgreSQL flushes concurrent
@@ -120,18 +124,19 @@ type queries struct {
 	claim, claimChecked, anyHeld, heldFor, get, transition, transitionKeep, transitionIf, transitionKeepIf, cancel, release, pruneFlags, equivocated, raise, flags, flagsAll, resolve, sweepEnd, sweep, sweepLast, getSince, forget, setSince, getForUpdate string
 }
 
-// hopCols are the columns a claim writes. chain (chain.go) is the hops
-// table's last column (added by the last migration), so a statement that
-// reads only the columns before it (a sweep) never walks the overflow
-// pages of a long chain.
+// hopCols are the columns a claim writes. chain (chain.go) comes after
+// every column a sweep reads (only earlier and earlier_form follow it), so
+// a statement that reads only the columns before it never walks the
+// overflow pages of a long chain.
 const hopCols = `iss, hop, digest_alg, digest, offer, offer_form, state, status, status_form, canceled, equivocated, received, keep_until, decided, chain`
 
 const hopColCount = 15
 
-// selCols are the columns a read returns: hopCols and released, which a
-// claim leaves at its default (a new hop is never released), so the claim
-// statement stays as it was.
-const selCols = hopCols + `, released`
+// selCols are the columns a read returns: hopCols, then released,
+// earlier and earlier_form, which a claim leaves at their defaults (a new
+// hop is never released and has sent no status before its first), so the
+// claim statement stays as it was.
+const selCols = hopCols + `, released, earlier, earlier_form`
 
 // claimChecked is the statement of a lone claim refused while a cancel
 // is held for its offer (store.Store.Claim); see ClaimChecked.
@@ -184,11 +189,14 @@ func Open(ctx context.Context, db *sql.DB, d Dialect, now time.Time) (*DB, error
 		heldFor: b(`SELECT status, status_form, arrived, keep_until FROM held_cancels
 			WHERE iss = ? AND offer_alg = ? AND offer = ?`),
 		get: b(`SELECT ` + selCols + ` FROM hops WHERE iss = ? AND hop = ?`),
-		transition: b(`UPDATE hops SET state = ?, status = ?, status_form = ?, decided = ?
+		// A move that replaces the status keeps the one it replaces as
+		// earlier (store.Record.Earlier) in the same statement: the SET
+		// reads the row as it was.
+		transition: b(`UPDATE hops SET earlier = status, earlier_form = status_form, state = ?, status = ?, status_form = ?, decided = ?
 			WHERE iss = ? AND hop = ? AND state = ?`),
 		transitionKeep: b(`UPDATE hops SET state = ?, decided = ? WHERE iss = ? AND hop = ? AND state = ?`),
 		// The same, for a Move with a Mark: also conditional on the equivocated mark.
-		transitionIf: b(`UPDATE hops SET state = ?, status = ?, status_form = ?, decided = ?
+		transitionIf: b(`UPDATE hops SET earlier = status, earlier_form = status_form, state = ?, status = ?, status_form = ?, decided = ?
 			WHERE iss = ? AND hop = ? AND state = ? AND equivocated = ?`),
 		transitionKeepIf: b(`UPDATE hops SET state = ?, decided = ? WHERE iss = ? AND hop = ? AND state = ? AND equivocated = ?`),
 		cancel:           b(`UPDATE hops SET canceled = 1 WHERE iss = ? AND hop = ?`),
@@ -340,11 +348,11 @@ type scanner interface{ Scan(...any) error }
 func scanHop(row scanner) (*store.Record, error) {
 	var r store.Record
 	var state string
-	var offerForm, statusForm, canceled, equivocated int
+	var offerForm, statusForm, earlierForm, canceled, equivocated int
 	var received, keep, decided, released int64
 	var chain []byte
 	if err := row.Scan(&r.Iss, &r.Hop, &r.Digest.Alg, &r.Digest.Val, &r.Offer, &offerForm, &state, &r.Status,
-		&statusForm, &canceled, &equivocated, &received, &keep, &decided, &chain, &released); err != nil {
+		&statusForm, &canceled, &equivocated, &received, &keep, &decided, &chain, &released, &r.Earlier, &earlierForm); err != nil {
 		if errors.Is(err, sql.ErrNoRows) {
 			return nil, store.ErrNotFound
 		}
@@ -354,7 +362,7 @@ func scanHop(row scanner) (*store.Record, error) {
 	if r.Chain, r.ChainForms, err = parseChain(chain); err != nil {
 		return nil, fmt.Errorf("store: hop %s of %q: %w", r.Hop, r.Iss, err)
 	}
-	r.OfferForm, r.StatusForm = handoff.Form(offerForm), handoff.Form(statusForm)
+	r.OfferForm, r.StatusForm, r.EarlierForm = handoff.Form(offerForm), handoff.Form(statusForm), handoff.Form(earlierForm)
 	r.State = store.State(state)
 	r.Canceled, r.Equivocated = canceled != 0, equivocated != 0
 	r.Received, r.KeepUntil, r.Decided, r.Released = fromNanos(received), fromNanos(keep), fromNanos(decided), fromNanos(released)

@@ -506,7 +506,7 @@ func build(m map[string]any, lines lineMap, dir string) (*Config, error) {
 		if !isLoopback(c.Egress.Listen) {
 			// Whoever reaches it has offers signed as identity.id: the
 			// agent beside the gateway only (decision 90).
-			fail("egress.listen", "not a loopback address: whoever reaches the egress gets offers signed as identity.id, so it listens for the agent on the same host only (127.0.0.1 or [::1])")
+			fail("egress.listen", "not a loopback address: whoever reaches the egress gets offers signed as identity.id, so it listens for the agent on the same host only (127.0.0.1, [::1] or localhost)")
 		}
 		for _, other := range []struct{ key, a string }{{"listen", c.Listen}, {"admin", c.Admin}} {
 			if other.a != "" && other.a == c.Egress.Listen && !strings.HasSuffix(other.a, ":0") {
@@ -568,6 +568,8 @@ func build(m map[string]any, lines lineMap, dir string) (*Config, error) {
 				fail(at+".url", "a URL with credentials in it: give the downstream's token as bearer_token_file or bearer_token_env")
 			case u.RawQuery != "" || u.Fragment != "":
 				fail(at+".url", "a base URL takes no query or fragment")
+			case u.Host == c.Egress.Listen || u.Host == c.Listen:
+				fail(at+".url", "is this gateway itself: an outbound call would come back to be signed again")
 			default:
 				er.URL = u
 			}

@@ -30,6 +30,7 @@ import (
 //
 // The files: console.go (routing, headers, templates), console_auth.go
 // (operators, sessions, CSRF), console_pages.go (what each page shows),
+// console_issued.go (the pages of the hops issued onward),
 // console_actions.go (the resolve actions the draft allows).
 
 //go:embed console
@@ -58,7 +59,7 @@ func newConsole(s *Server) *console {
 		"when":  consoleTime,
 		"short": shortHop,
 	}
-	for _, p := range []string{"signin", "hops", "hop", "issued", "flags", "error"} {
+	for _, p := range []string{"signin", "hops", "hop", "onward", "issued", "flags", "error"} {
 		c.pages[p] = template.Must(template.New(p).Funcs(funcs).ParseFS(consoleFiles, "console/layout.html", "console/actions.html", "console/"+p+".html"))
 	}
 	css, err := consoleFiles.ReadFile("console/console.css")
@@ -115,6 +116,8 @@ func (c *console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		c.hops(w, r, op)
 	case get && r.URL.Path == "/hop":
 		c.hop(w, r, op)
+	case get && r.URL.Path == "/onward":
+		c.onward(w, r, op)
 	case get && r.URL.Path == "/issued":
 		c.issued(w, r, op)
 	case get && r.URL.Path == "/flags":
@@ -132,7 +135,7 @@ func (c *console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // consoleFrame is what every page's layout shows.
 type consoleFrame struct {
 	Title     string
-	Nav       string // "hops" or "flags": the current section
+	Nav       string // "hops", "onward" or "flags": the current section
 	Op        *consoleOp
 	Identity  string // the gateway's AgentId: the aud of every hop received
 	OpenFlags int

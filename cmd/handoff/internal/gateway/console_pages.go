@@ -20,9 +20,9 @@ import (
 )
 
 // The console's pages: the hops received (store.List), one hop (its
-// record, chain, status, the hops issued onward for it and its flags),
-// one hop issued onward (the delegator's side, store.Tracker), and the
-// flagged list (store.Flags).
+// record, chain, statuses, the hops issued onward for it and its flags),
+// and the flagged list (store.Flags). The hops issued onward have theirs
+// in console_issued.go.
 
 const (
 	hopsPage    = 50  // hops a page, unless the query's n says
@@ -41,7 +41,8 @@ type hopsView struct {
 	States               []store.State
 	State, Iss, From, To string // the filters as given
 	Flagged              bool
-	Aud                  string // an aud asked for that no received hop has
+	Aud                  string       // an aud asked for that no received hop has
+	AudHref              template.URL // the hops issued to that aud
 	Rows                 []hopRow
 	Next                 template.URL // the next page, relative; "" on the last
 	Err                  string       // what is wrong with the filters
@@ -78,15 +79,17 @@ func (c *console) hops(w http.ResponseWriter, r *http.Request, op *consoleOp) {
 		bad = append(bad, "to: "+err.Error())
 	}
 	if a := q.Get("after"); a != "" {
-		if hq.After, err = decodeCursor(a); err != nil {
+		at, iss, hop, err := decodePlace(a)
+		if err != nil {
 			bad = append(bad, "after: not a page of this listing")
 		}
+		hq.After = &store.HopCursor{Received: at, Iss: iss, Hop: hop}
 	}
 	me := c.s.cfg.Load().Identity.ID
 	// Every hop received is addressed to this gateway: an aud filter
 	// either keeps them all or none.
 	if aud := q.Get("aud"); aud != "" && aud != me {
-		v.Aud = aud
+		v.Aud, v.AudHref = aud, onwardHref(aud)
 	}
 	if len(bad) == 0 {
 		if err := hq.Check(); err != nil {
@@ -116,7 +119,8 @@ func (c *console) hops(w http.ResponseWriter, r *http.Request, op *consoleOp) {
 		if len(recs) > want {
 			recs = recs[:want]
 			next := filters(q)
-			next.Set("after", encodeCursor(recs[len(recs)-1].Cursor()))
+			last := recs[len(recs)-1]
+			next.Set("after", encodePlace(last.Received, last.Iss, last.Hop))
 			v.Next = template.URL("?" + next.Encode())
 		}
 		for _, rec := range recs {
@@ -151,31 +155,34 @@ func filterTime(s string) (time.Time, error) {
 	return time.Time{}, errors.New("a time is written 2006-01-02T15:04 (UTC) or in RFC 3339")
 }
 
-// encodeCursor is a listing's place as a link carries it: opaque to the
-// operator, checked again (HopQuery.Check) when it comes back.
-func encodeCursor(c *store.HopCursor) string {
+// encodePlace is a listing's place (a hop's time, its delegator or
+// delegate, and its id: store.HopCursor, store.IssuedCursor) as a link
+// carries it: opaque to the operator, checked again (HopQuery.Check,
+// IssuedQuery.Check) when it comes back.
+func encodePlace(at time.Time, who, hop string) string {
 	b, _ := json.Marshal(struct {
 		At  int64  `json:"t"`
-		Iss string `json:"i"`
+		Who string `json:"i"`
 		Hop string `json:"h"`
-	}{c.Received.UnixNano(), c.Iss, c.Hop})
+	}{at.UnixNano(), who, hop})
 	return base64.RawURLEncoding.EncodeToString(b)
 }
 
-func decodeCursor(s string) (*store.HopCursor, error) {
+// decodePlace reads what encodePlace wrote.
+func decodePlace(s string) (at time.Time, who, hop string, err error) {
 	b, err := base64.RawURLEncoding.DecodeString(s)
 	if err != nil {
-		return nil, err
+		return time.Time{}, "", "", err
 	}
 	var p struct {
 		At  *int64 `json:"t"`
-		Iss string `json:"i"`
+		Who string `json:"i"`
 		Hop string `json:"h"`
 	}
 	if err := json.Unmarshal(b, &p); err != nil || p.At == nil {
-		return nil, errors.New("not a cursor")
+		return time.Time{}, "", "", errors.New("not a cursor")
 	}
-	return &store.HopCursor{Received: time.Unix(0, *p.At), Iss: p.Iss, Hop: p.Hop}, nil
+	return time.Unix(0, *p.At), p.Who, p.Hop, nil
 }
 
 // hopHref is a hop's page, relative to the console.
@@ -194,10 +201,14 @@ type hopView struct {
 	ChainKept        bool // the record keeps the chain the offer came with
 	HasPrev          bool // the offer names an offer before it
 	OfferRefs        []refView
-	Status           *statusView
-	Onward           []onwardRow
-	OnwardErr        string
-	Flags            []flagView
+	// Statuses: every status sent for the hop, oldest first
+	// (store.Record.Statuses); LastSent: the record holds a last status
+	// (a terminal state recorded with none holds only what came before).
+	Statuses  []*statusView
+	LastSent  bool
+	Onward    []onwardRow
+	OnwardErr string
+	Flags     []flagView
 }
 
 // onwardRow is a hop issued onward, with its page.
@@ -212,8 +223,8 @@ type refView struct {
 	Outcome        string // the offer's: step 7's outcome; the status's: what the ref is
 }
 
-// statusView is a status decoded for display: the last one the gateway
-// sent for a hop, or a downstream's for a hop it issued.
+// statusView is a status decoded for display: one the gateway sent for a
+// hop, or a downstream's for a hop it issued.
 type statusView struct {
 	State, Reason, Detail, Aud string
 	Iat                        time.Time
@@ -250,9 +261,10 @@ func (c *console) hop(w http.ResponseWriter, r *http.Request, op *consoleOp) {
 		v.Chain = template.HTML(svg.String())
 	}
 	v.Quality, v.Verdict, v.OfferRefs = c.recheck(ctx, rec, h, v.Dialog)
-	if rec.Status != nil {
-		v.Status = decodeStatus(rec.Status, rec.StatusForm)
+	for _, st := range rec.Statuses() {
+		v.Statuses = append(v.Statuses, decodeStatus(st.Octets, st.Form))
 	}
+	v.LastSent = rec.Status != nil
 	if tr := trackerOf(c.s.store); tr != nil {
 		is, err := tr.ByPrev(ctx, rec.Digest)
 		if err != nil {
@@ -409,64 +421,3 @@ func (c *console) flagView(f store.Flag, rec *store.Record, op *consoleOp, back 
 // issuedFlag reports whether f is about a hop this gateway issued: its
 // iss is the gateway's own AgentId.
 func (c *console) issuedFlag(f store.Flag) bool { return f.Iss == c.s.cfg.Load().Identity.ID }
-
-// issuedHref is the page of a hop this gateway issued, relative.
-func issuedHref(hop string) template.URL {
-	return template.URL("issued?" + url.Values{"hop": {hop}}.Encode())
-}
-
-// issuedView is the page of a hop this gateway issued onward.
-type issuedView struct {
-	I      *store.Issued
-	Dialog string
-	Chain  template.HTML // its offer alone: the chain it carried is not kept
-	Status *statusView   // the downstream's, verified when taken in
-	Flags  []flagView
-}
-
-// issued shows a hop this gateway issued (the delegator's side).
-func (c *console) issued(w http.ResponseWriter, r *http.Request, op *consoleOp) {
-	ctx := r.Context()
-	hop := r.URL.Query().Get("hop")
-	tr := trackerOf(c.s.store)
-	if tr == nil {
-		c.fail(w, op, http.StatusNotFound, errors.New("this store keeps no hops issued onward"))
-		return
-	}
-	i, err := tr.IssuedHop(ctx, hop)
-	if errors.Is(err, store.ErrNotFound) {
-		c.fail(w, op, http.StatusNotFound, errors.New("this gateway issued no hop with this id (or it has been swept)"))
-		return
-	}
-	if err != nil {
-		c.fail(w, op, http.StatusServiceUnavailable, fmt.Errorf("the store: %w", err))
-		return
-	}
-	v := issuedView{I: i}
-	h := &handoff.Handoff{Offer: handoff.Element{Form: i.OfferForm, Octets: i.Offer}}
-	if o, _, err := handoff.UnsafeDecode(h.Offer); err == nil && o != nil {
-		v.Dialog = o.Dialog
-	}
-	var svg bytes.Buffer
-	if err := picture.Of(h, c.s.keys.Load(), c.now()).SVG(&svg); err == nil {
-		v.Chain = template.HTML(svg.String())
-	}
-	if i.Status != nil {
-		v.Status = decodeStatus(i.Status, i.StatusForm)
-	}
-	all, err := c.s.store.Flags(ctx, true)
-	if err != nil {
-		c.fail(w, op, http.StatusServiceUnavailable, fmt.Errorf("the store: %w", err))
-		return
-	}
-	open := 0
-	for _, f := range all {
-		if f.Resolved.IsZero() {
-			open++
-		}
-		if f.Hop == hop && c.issuedFlag(f) {
-			v.Flags = append(v.Flags, c.flagView(f, nil, op, "issued"))
-		}
-	}
-	c.render(w, http.StatusOK, "issued", consoleFrame{Title: "Issued hop " + shortHop(hop), Nav: "hops", Op: op, OpenFlags: open, Page: v})
-}

@@ -76,6 +76,7 @@ func newConsoleRig(t *testing.T, cc consoleConfig) *consoleRig {
 		r.signers[id] = newSigner(t, r.keys, id)
 	}
 	coder := newSigner(t, r.keys, "https://coder.example")
+	r.signers["https://coder.example"] = coder // the gateway's own: for the hops it issues (issue)
 	operator := "operator: {tokens_file: operators.json}\n"
 	if cc.off {
 		operator = ""
@@ -160,6 +161,80 @@ func (r *consoleRig) send(t *testing.T, h *handoff.Handoff, dialog, text string)
 		t.Fatal(err)
 	}
 	return o.Hop
+}
+
+// issue records a hop this gateway issued onward, as its egress records
+// one (package delegator: the offer signed as the gateway, tracked in
+// the shared store), issued to aud at created and then seen in view,
+// resolved or not; it returns the hop.
+func (r *consoleRig) issue(t *testing.T, aud string, created time.Time, view store.View, resolved bool) string {
+	t.Helper()
+	ctx := context.Background()
+	h := r.offer(t, "https://coder.example", aud, "", "ctx-out", nil, nil)
+	o, _, err := handoff.UnsafeDecode(h.Offer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := trackerOf(r.gw.store)
+	is := &store.Issued{Hop: o.Hop, Aud: aud, Work: "work-" + o.Hop, Offer: h.Offer.Octets, OfferForm: h.Offer.Form, Digest: h.Offer.Digest(),
+		Exp: time.Unix(o.Exp, 0), View: store.Offered, Created: created}
+	if err := tr.Issue(ctx, is, false); err != nil {
+		t.Fatal(err)
+	}
+	if view != store.Offered {
+		if err := tr.SetView(ctx, o.Hop, store.Offered, view, resolved, nil, 0); err != nil {
+			t.Fatal(err)
+		}
+	} else if resolved {
+		if err := tr.ResolveHop(ctx, o.Hop); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return o.Hop
+}
+
+// consoleIssued are the hops seeded as issued onward, oldest first.
+type consoleIssued struct {
+	done, running, failed string // to the tester: completed, accepted (unresolved), failed
+	waiting, canceled     string // to the reviewer: offered (unresolved), canceled
+	hostile               string // to consoleHostile, completed
+	at                    time.Time
+}
+
+const (
+	consoleTester   = "https://tester.example"
+	consoleReviewer = "https://reviewer.example"
+)
+
+// seedIssued records the hops this gateway issued, a minute apart or
+// less, the newest 5 s ago.
+func (r *consoleRig) seedIssued(t *testing.T) consoleIssued {
+	t.Helper()
+	now := time.Now()
+	return consoleIssued{
+		done:     r.issue(t, consoleTester, now.Add(-3*time.Minute), store.ViewComplete, true),
+		running:  r.issue(t, consoleTester, now.Add(-2*time.Minute), store.ViewAccepted, false),
+		failed:   r.issue(t, consoleTester, now.Add(-time.Minute), store.ViewFailed, true),
+		waiting:  r.issue(t, consoleReviewer, now.Add(-30*time.Second), store.Offered, false),
+		canceled: r.issue(t, consoleReviewer, now.Add(-10*time.Second), store.ViewCanceled, true),
+		hostile:  r.issue(t, consoleHostile, now.Add(-5*time.Second), store.ViewComplete, true),
+		at:       now,
+	}
+}
+
+// newest is every hop seeded as issued, newest first.
+func (is consoleIssued) newest() []string {
+	return []string{is.hostile, is.canceled, is.waiting, is.failed, is.running, is.done}
+}
+
+// listedIssued is the issued hops a listing page links to, in order.
+func listedIssued(body string) []string {
+	var hops []string
+	for _, m := range regexp.MustCompile(`href="issued\?([^"]+)"`).FindAllStringSubmatch(body, -1) {
+		q, _ := url.ParseQuery(strings.ReplaceAll(m[1], "&amp;", "&"))
+		hops = append(hops, q.Get("hop"))
+	}
+	return hops
 }
 
 // consoleHops are the hops seeded for the console's tests.
@@ -301,7 +376,8 @@ func TestConsoleOffWithoutOperators(t *testing.T) {
 func TestConsoleRefusesWithoutOperatorToken(t *testing.T) {
 	r := newConsoleRig(t, consoleConfig{})
 	hs := r.seed(t)
-	secrets := []string{hs.done[0], hs.unknown, hs.equiv, consolePlanner, "equivocation", "unknown-outcome"}
+	is := r.seedIssued(t)
+	secrets := []string{hs.done[0], hs.unknown, hs.equiv, consolePlanner, "equivocation", "unknown-outcome", is.running, consoleTester}
 	cases := []struct {
 		name   string
 		method string
@@ -313,6 +389,8 @@ func TestConsoleRefusesWithoutOperatorToken(t *testing.T) {
 		{name: "no token", method: "GET", path: "/console/"},
 		{name: "no token, hop page", method: "GET", path: "/console/" + string(hopHref(consolePlanner, hs.equiv))},
 		{name: "no token, flags", method: "GET", path: "/console/flags?all=1"},
+		{name: "no token, issued hops", method: "GET", path: "/console/onward?aud=" + url.QueryEscape(consoleTester)},
+		{name: "no token, an issued hop", method: "GET", path: "/console/" + string(issuedHref(is.running))},
 		{name: "wrong bearer", method: "GET", path: "/console/", auth: "Bearer " + aliceToken + "x"},
 		{name: "a caller's bearer token", method: "GET", path: "/console/", auth: "Bearer " + plannerToken},
 		{name: "empty bearer", method: "GET", path: "/console/", auth: "Bearer "},
@@ -520,6 +598,120 @@ func TestConsoleFilters(t *testing.T) {
 			got := listed(p.body)
 			if !sameSet(got, c.want) {
 				t.Errorf("listed %v, want %v", got, c.want)
+			}
+		})
+	}
+}
+
+// TestConsoleIssuedFilters: the listing of the hops issued onward, newest
+// first, selects by view, delegate, resolution and time issued, as
+// store.IssuedQuery does; each row links to the hop's page; a delegate
+// asked for on the received listing points to it.
+func TestConsoleIssuedFilters(t *testing.T) {
+	r := newConsoleRig(t, consoleConfig{})
+	is := r.seedIssued(t)
+	mark := is.at.Add(-90 * time.Second).UTC().Format(time.RFC3339Nano)
+	cases := []struct {
+		name  string
+		query url.Values
+		want  []string // newest first
+		code  int
+	}{
+		{"everything", nil, is.newest(), 200},
+		{"view completed", url.Values{"view": {"completed"}}, []string{is.hostile, is.done}, 200},
+		{"view accepted", url.Values{"view": {"accepted"}}, []string{is.running}, 200},
+		{"view offered", url.Values{"view": {"offered"}}, []string{is.waiting}, 200},
+		{"to the tester", url.Values{"aud": {consoleTester}}, []string{is.failed, is.running, is.done}, 200},
+		{"to the tester, unresolved", url.Values{"aud": {consoleTester}, "resolved": {"no"}}, []string{is.running}, 200},
+		{"to a hostile delegate", url.Values{"aud": {consoleHostile}}, []string{is.hostile}, 200},
+		{"resolved", url.Values{"resolved": {"yes"}}, []string{is.hostile, is.canceled, is.failed, is.done}, 200},
+		{"unresolved", url.Values{"resolved": {"no"}}, []string{is.waiting, is.running}, 200},
+		{"issued since 90 s ago", url.Values{"from": {mark}}, []string{is.hostile, is.canceled, is.waiting, is.failed}, 200},
+		{"issued before 90 s ago", url.Values{"to": {mark}}, []string{is.running, is.done}, 200},
+		{"issued in the next hour", url.Values{"from": {is.at.Add(time.Hour).UTC().Format(consoleTimeInput)}}, nil, 200},
+		{"to nobody", url.Values{"aud": {"https://nobody.example"}}, nil, 200},
+		{"not a view", url.Values{"view": {"expired"}}, nil, 400},
+		{"not a resolution", url.Values{"resolved": {"maybe"}}, nil, 400},
+		{"from after to", url.Values{"from": {is.at.Format(time.RFC3339)}, "to": {mark}}, nil, 400},
+		{"not a time", url.Values{"from": {"yesterday"}}, nil, 400},
+		{"not a cursor", url.Values{"after": {"xyz"}}, nil, 400},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			p := do(t, nil, "GET", r.admin+"/console/onward?"+c.query.Encode(), "Bearer "+aliceToken, nil)
+			if p.code != c.code {
+				t.Fatalf("status %d, want %d: %s", p.code, c.code, p.body)
+			}
+			if got := listedIssued(p.body); !slices.Equal(got, c.want) {
+				t.Errorf("listed %v, want %v", got, c.want)
+			}
+		})
+	}
+	p := do(t, nil, "GET", r.admin+"/console/onward?aud="+url.QueryEscape(consoleHostile), "Bearer "+aliceToken, nil)
+	if strings.Contains(p.body, "<script") || !strings.Contains(p.body, `&lt;script&gt;alert(1)&lt;/script&gt;\u202egnp.exe`) {
+		t.Error("the hostile aud is not shown escaped")
+	}
+	// The received listing's aud filter names another agent: no hop
+	// received has it, and the page points to the hops issued to it.
+	p = do(t, nil, "GET", r.admin+"/console/?aud="+url.QueryEscape(consoleTester), "Bearer "+aliceToken, nil)
+	if want := `href="onward?aud=` + url.QueryEscape(consoleTester) + `"`; !strings.Contains(p.body, want) || !strings.Contains(p.body, `<a href="onward">Issued</a>`) {
+		t.Errorf("the received listing filtered by another aud does not point to its issued hops (%s) or lacks the Issued link", want)
+	}
+	// A row's page is the issued hop's.
+	p = do(t, nil, "GET", r.admin+"/console/"+string(issuedHref(is.running)), "Bearer "+aliceToken, nil)
+	if p.code != 200 || !strings.Contains(p.body, consoleTester) || !strings.Contains(p.body, `<a href="onward" aria-current="page">Issued</a>`) {
+		t.Errorf("the issued hop's page: %d, or without its delegate and its section", p.code)
+	}
+}
+
+// TestConsoleIssuedPages: the listing of the hops issued onward comes a
+// page at a time by the store's cursor, newest first; the pages' links
+// keep the filters and together list every hop once, in order.
+func TestConsoleIssuedPages(t *testing.T) {
+	r := newConsoleRig(t, consoleConfig{})
+	is := r.seedIssued(t)
+	for _, c := range []struct {
+		query url.Values
+		want  []string
+	}{
+		{url.Values{"n": {"2"}}, is.newest()},
+		{url.Values{"n": {"1"}, "resolved": {"yes"}}, []string{is.hostile, is.canceled, is.failed, is.done}},
+		{url.Values{"n": {"1"}, "aud": {consoleTester}, "view": {"completed"}}, []string{is.done}},
+	} {
+		t.Run(c.query.Encode(), func(t *testing.T) {
+			var got []string
+			next := r.admin + "/console/onward?" + c.query.Encode()
+			for pages := 0; next != ""; pages++ {
+				if pages > 10 {
+					t.Fatal("the pages never end")
+				}
+				p := do(t, nil, "GET", next, "Bearer "+aliceToken, nil)
+				if p.code != 200 {
+					t.Fatalf("%s: %d", next, p.code)
+				}
+				ids := listedIssued(p.body)
+				if n, _ := strconv.Atoi(c.query.Get("n")); len(ids) > n {
+					t.Errorf("a page of %d hops, asked for %d", len(ids), n)
+				}
+				if pages > 0 && !strings.Contains(p.body, `">← Newest</a>`) {
+					t.Errorf("page %d has no link to the newest", pages+1)
+				}
+				got = append(got, ids...)
+				next = ""
+				if m := regexp.MustCompile(`href="(onward\?[^"]*after=[^"]+)">Older`).FindStringSubmatch(p.body); m != nil {
+					u, _ := url.Parse(r.admin + "/console/")
+					ref, _ := url.Parse(strings.ReplaceAll(m[1], "&amp;", "&"))
+					nu := u.ResolveReference(ref)
+					for k := range c.query {
+						if nu.Query().Get(k) != c.query.Get(k) {
+							t.Errorf("the next page's link drops the filter %s: %s", k, nu)
+						}
+					}
+					next = nu.String()
+				}
+			}
+			if !slices.Equal(got, c.want) {
+				t.Errorf("listed %v, want %v, each once, newest first", got, c.want)
 			}
 		})
 	}
@@ -813,7 +1005,8 @@ func TestConsoleActionsTheDraftRefuses(t *testing.T) {
 }
 
 // TestConsoleHopPage: a hop's page shows its record, its chain drawn
-// (two verified offers, quality full), the status sent, and its flags.
+// (two verified offers, quality full), every status sent in order, and
+// its flags.
 func TestConsoleHopPage(t *testing.T) {
 	r := newConsoleRig(t, consoleConfig{})
 	hs := r.seed(t)
@@ -835,10 +1028,30 @@ func TestConsoleHopPage(t *testing.T) {
 	if n := strings.Count(p.body, "<svg"); n != 1 {
 		t.Errorf("%d pictures", n)
 	}
+	// Every status sent, oldest first: a completed hop was accepted, then
+	// completed; one whose outcome is unknown has only been accepted.
+	for hop, want := range map[string][]string{hs.done[0]: {"accepted", "completed"}, hs.equiv: {"accepted", "completed"}, hs.unknown: {"accepted"}} {
+		p := do(t, nil, "GET", r.admin+"/console/"+string(hopHref(consolePlanner, hop)), "Bearer "+aliceToken, nil)
+		if got := statusesSent(p.body); !slices.Equal(got, want) {
+			t.Errorf("hop %s: the statuses sent are listed as %q; want %q", hop, got, want)
+		}
+	}
 	// An unknown hop: 404, and no other hop's data.
 	if p := do(t, nil, "GET", r.admin+"/console/hop?iss=x&hop=y", "Bearer "+aliceToken, nil); p.code != 404 || strings.Contains(p.body, hs.equiv) {
 		t.Errorf("an unknown hop: %d", p.code)
 	}
+}
+
+// statusesSent is the states of the statuses a hop page lists as sent,
+// in the page's order.
+func statusesSent(body string) []string {
+	_, list, _ := strings.Cut(body, `<ol class="statuses">`)
+	list, _, _ = strings.Cut(list, `</ol>`)
+	var states []string
+	for _, m := range regexp.MustCompile(`<dt>State</dt><dd><span class="state s-[a-z]+">([a-z]+)</span>`).FindAllStringSubmatch(list, -1) {
+		states = append(states, m[1])
+	}
+	return states
 }
 
 // TestConsoleEscapesHostileValues: what a signer chose (its AgentId, the
@@ -911,6 +1124,14 @@ func TestConsoleThreeAgents(t *testing.T) {
 	}
 	if !strings.Contains(page, "https://tester.example") || !strings.Contains(page, `<span class="state s-completed">completed</span> <span class="badge ok">resolved</span>`) {
 		t.Errorf("B's hop page does not show the hop to C completed and resolved")
+	}
+	onward := get(b + "onward")
+	if got := listedIssued(onward); len(got) != 1 || "issued?hop="+url.QueryEscape(got[0]) != strings.ReplaceAll(m[1], "&amp;", "&") ||
+		!strings.Contains(onward, "https://tester.example") || !strings.Contains(onward, `<span class="state s-completed">completed</span>`) {
+		t.Errorf("B's listing of the hops issued onward does not list the hop to C, completed (listed %v; the hop page links %s)", got, m[1])
+	}
+	if got := listedIssued(get(b + "onward?resolved=no")); len(got) != 0 {
+		t.Errorf("B lists %v as unresolved; the hop to C is resolved", got)
 	}
 	issued := get(b + strings.ReplaceAll(m[1], "&amp;", "&"))
 	for _, want := range []string{"Issued hop", "https://tester.example", "Status received", `<span class="state s-completed">completed</span>`, "verified · prev not carried"} {

@@ -82,6 +82,10 @@ type egressRoute struct {
 	// until then a lost reply is not asked for again (a plain server
 	// would run the work again).
 	speaks atomic.Bool
+	// unlinkedAt: when the route last raised an unlinked-egress flag
+	// (unix nanoseconds); at most one a minute, the rest counted and
+	// logged.
+	unlinkedAt atomic.Int64
 }
 
 // outbound is one hop issued through the egress, while a cancel for it
@@ -282,8 +286,15 @@ func (e *egress) sign(ctx context.Context, r *egressRoute, dialog string, link *
 		return h, iss, nil
 	}
 	e.s.log.Warn("outbound offer with no link to an inbound hop: a new chain", append(attrs, "why", why)...)
+	// An agent that passes no link on makes every call unlinked: one
+	// flag a minute per route says so without flooding the operator's
+	// list (the metric and the log count every call).
+	now := time.Now()
+	if last := r.unlinkedAt.Load(); now.UnixNano()-last < int64(time.Minute) || !r.unlinkedAt.CompareAndSwap(last, now.UnixNano()) {
+		return h, iss, nil
+	}
 	if _, err := e.s.store.Raise(ctx, store.Flag{Kind: flagUnlinked, Iss: e.s.cfg.Load().Identity.ID, Hop: iss.Hop, Created: time.Now(),
-		Detail: fmt.Sprintf("egress route %s: %s to %s was signed as a new chain: no inbound hop it serves was found (%s)", r.cfg.Name, what, iss.Aud, why)}); err != nil {
+		Detail: fmt.Sprintf("egress route %s: %s to %s was signed as a new chain: no inbound hop it serves was found (%s); one flag a minute per route: handoff_gateway_egress_offers_total{link=\"unlinked\"} counts them all", r.cfg.Name, what, iss.Aud, why)}); err != nil {
 		e.s.log.Error("flagging an unlinked outbound call failed", "hop", iss.Hop, "err", oneLine(err))
 	}
 	return h, iss, nil

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -126,7 +127,6 @@ func TestOpenEgressAndOperatorFiles(t *testing.T) {
 	}
 	for _, bad := range []struct{ file, body, path, msg string }{
 		{"operators.json", `{"short": "alice"}`, "operator.tokens_file", "shorter than 16"},
-		{"operators.json", `{}`, "operator.tokens_file", "no operator"},
 		{"operators.json", `{"operator-token-0123456789": ""}`, "operator.tokens_file", "empty operator name"},
 		{"tester.token", "two words-of-a-token", "egress.routes[0].bearer_token_file", "white space"},
 		{"tester.token", "", "egress.routes[0].bearer_token_file", "empty"},
@@ -141,5 +141,67 @@ func TestOpenEgressAndOperatorFiles(t *testing.T) {
 		}
 		write("tester.token", "secret-token-of-the-coder-for-the-tester\n")
 		write("operators.json", `{"operator-token-0123456789": "alice"}`)
+	}
+}
+
+// TestReloadRevokesEveryOperator: an operators file emptied ({}) is
+// valid, and a reload applies it at once: nobody signs in any more. So
+// does taking the operator key away (the console stays mounted until a
+// restart, with no one to sign in).
+func TestReloadRevokesEveryOperator(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, body string) {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	key, _ := os.ReadFile("../../../../testdata/example/coder.jwk")
+	write("coder.jwk", string(key))
+	trustFile, _ := os.ReadFile("../../../../testdata/example/trust.json")
+	write("trust.json", string(trustFile))
+	write("operators.json", `{"operator-token-0123456789": "alice"}`)
+	doc := `listen: 127.0.0.1:0
+admin: 127.0.0.1:0
+identity: {id: "https://coder.example", key_file: coder.jwk}
+trust_file: trust.json
+store: sqlite:hops.db
+operator: {tokens_file: operators.json}
+routes:
+  - {name: tools, protocol: mcp, path: /tools/, upstream: "http://127.0.0.1:1/mcp"}
+`
+	write("gateway.yaml", doc)
+	c, err := Load(filepath.Join(dir, "gateway.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := c.Open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := New(t.Context(), c, res, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if len(*s.operators.Load()) != 1 {
+		t.Fatal("no operator at start")
+	}
+	write("operators.json", `{}`)
+	if err := s.Reload(filepath.Join(dir, "gateway.yaml")); err != nil {
+		t.Fatalf("an emptied operators file: %v", err)
+	}
+	if n := len(*s.operators.Load()); n != 0 {
+		t.Fatalf("%d operators after the file was emptied", n)
+	}
+	write("operators.json", `{"operator-token-0123456789": "alice"}`)
+	if err := s.Reload(filepath.Join(dir, "gateway.yaml")); err != nil || len(*s.operators.Load()) != 1 {
+		t.Fatalf("restored: %v", err)
+	}
+	write("gateway.yaml", strings.Replace(doc, "operator: {tokens_file: operators.json}\n", "", 1))
+	if err := s.Reload(filepath.Join(dir, "gateway.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(*s.operators.Load()); n != 0 {
+		t.Fatalf("%d operators after the operator key was taken away", n)
 	}
 }

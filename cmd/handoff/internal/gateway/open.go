@@ -196,7 +196,8 @@ func (c *Config) Open() (*Resources, error) {
 				m = nil
 			}
 			if len(m) == 0 && err == nil {
-				fail("operator.tokens_file", "no operator in it: nobody could sign in to the console")
+				// Valid: how every operator is revoked at once (SIGHUP).
+				res.Warnings = append(res.Warnings, "operator.tokens_file: no operator in it: nobody can sign in to the console")
 			}
 			for tok, name := range m {
 				switch {

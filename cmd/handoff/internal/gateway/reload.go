@@ -41,6 +41,14 @@ func (s *Server) Reload(path string) error {
 	if old.Operator.TokensFile != "" && c.Operator.TokensFile != "" {
 		keep.Operator = c.Operator
 	}
+	if old.Operator.TokensFile != "" && c.Operator.TokensFile == "" {
+		// The console stays mounted until a restart, but nobody signs in
+		// any more: taking it away takes effect at once, the safe way.
+		s.operators.Store(&map[string]string{})
+	}
+	for _, w := range res.Warnings {
+		s.log.Warn(w, "config", path)
+	}
 	s.cfg.Store(&keep)
 	s.metrics.reloads.WithLabelValues("ok").Inc()
 	s.metrics.configValid.Set(1)

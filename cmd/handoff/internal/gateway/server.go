@@ -508,7 +508,8 @@ func (r *route) serveCard(w http.ResponseWriter, req *http.Request) {
 // Handler serves the routes (the listen address).
 func (s *Server) Handler() http.Handler { return s.handler }
 
-// AdminHandler serves /metrics, /healthz, /readyz and /config.
+// AdminHandler serves /metrics, /healthz, /readyz, /config and, with
+// operator.tokens_file set, the operator console at /console/ (console.go).
 func (s *Server) AdminHandler() http.Handler {
 	mux := http.NewServeMux()
 	// A slow or failing store costs its gauges, not the whole scrape.
