@@ -218,6 +218,13 @@ func TestEgressUnlinkedIsFlagged(t *testing.T) {
 // the handler down, and an MCP client session through it.
 func egressOnly(t *testing.T, down http.Handler) (*Server, *mcp.ClientSession, *lockedWriter, *httptest.Server) {
 	t.Helper()
+	return egressOnlyWith(t, down, "")
+}
+
+// egressOnlyWith is egressOnly with more keys on the route (YAML flow
+// style, each with its leading comma).
+func egressOnlyWith(t *testing.T, down http.Handler, routeKeys string) (*Server, *mcp.ClientSession, *lockedWriter, *httptest.Server) {
+	t.Helper()
 	keys := trust.New()
 	coder := newSigner(t, keys, "https://coder.example")
 	ds := httptest.NewServer(down)
@@ -230,8 +237,8 @@ routes: []
 egress:
   listen: 127.0.0.1:0
   routes:
-    - {name: tester, protocol: mcp, path: /tester/, agent_id: "https://tester.example", url: %q, ttl: 3s}
-`, backdatedSQLite(t), ds.URL+"/mcp")), t.TempDir())
+    - {name: tester, protocol: mcp, path: /tester/, agent_id: "https://tester.example", url: %q, ttl: 3s%s}
+`, backdatedSQLite(t), ds.URL+"/mcp", routeKeys)), t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -458,5 +465,41 @@ func TestEgressOutboundBounded(t *testing.T) {
 	}
 	if e.out["hop-0"] != nil || e.tasks["x\x00task-0"] != nil || e.out[fmt.Sprint("hop-", maxOutbound+99)] == nil {
 		t.Fatal("not the oldest forgotten")
+	}
+}
+
+// TestEgressCallTimeout: a downstream that never answers holds the
+// call no longer than the route's call_timeout: the agent is told, the
+// hop's outcome is flagged unknown, and no exchange is left open.
+func TestEgressCallTimeout(t *testing.T) {
+	plain := plainMCP(t, func(*handoff.Handoff) *handoff.Element { return nil })
+	hang := make(chan struct{})
+	t.Cleanup(func() { close(hang) })
+	down := http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		b, _ := io.ReadAll(req.Body)
+		if bytes.Contains(b, []byte(`"tools/call"`)) {
+			select {
+			case <-hang:
+			case <-req.Context().Done():
+			}
+			return
+		}
+		req.Body = io.NopCloser(bytes.NewReader(b))
+		plain.ServeHTTP(w, req)
+	})
+	gw, cs, _, _ := egressOnlyWith(t, down, ", call_timeout: 1s")
+	start := time.Now()
+	res, err := cs.CallTool(context.Background(), call("ok"))
+	if err == nil && !res.IsError {
+		t.Fatalf("got %+v", res)
+	}
+	if took := time.Since(start); took > 20*time.Second {
+		t.Fatalf("the call took %v", took)
+	}
+	if err == nil || !strings.Contains(err.Error(), "call_timeout") {
+		t.Fatalf("got %v", err)
+	}
+	if n := testutil.ToFloat64(gw.metrics.egressStatuses.WithLabelValues("tester", "unknown")); n != 1 {
+		t.Fatalf("%v unknown", n)
 	}
 }
