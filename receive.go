@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/quantumlearningmachines/handoff/trust"
@@ -87,9 +88,17 @@ type Options struct {
 	MaxLifetime      time.Duration // max exp - iat; default 300 s
 	Limits           Limits        // size bounds; MaxChain is the chain limit (default 16)
 	RequireFullChain bool          // step 6 policy (D7)
-	Memory           ReplayMemory  // (iss, hop) memory; default an in-process Memory
-	Now              func() time.Time
-	CheckRefs        RefCheck // step 7; nil checks no reference
+	// Origins are the AgentIds this receiver trusts to start a chain,
+	// for RequireFullChain (draft "Truncated Chains": a receiver that
+	// needs to know the origin requires a full chain whose first element
+	// is signed by an origin it trusts). With RequireFullChain and
+	// Origins, an offer is accepted only when its chain's first offer
+	// (the offer itself, when it has no prev) was issued by one of them;
+	// empty: any agent with a trusted key may start a chain.
+	Origins   []string
+	Memory    ReplayMemory // (iss, hop) memory; default an in-process Memory
+	Now       func() time.Time
+	CheckRefs RefCheck // step 7; nil checks no reference
 	// Since, when set, is when the replay memory begins: a delegate that
 	// lost its memory (a restart without durable records, a store opened
 	// fresh, records dropped) rejects an offer it does not remember whose
@@ -313,6 +322,17 @@ func (r *Receiver) ReceiveParsed(ctx context.Context, h *Handoff, parseErr error
 	}
 	if r.o.RequireFullChain && o.Prev != nil && res.ChainQuality != ChainFull {
 		return reject(ReasonPolicy, 6, OfferIndex, "chain", fmt.Errorf("a full chain is required, the chain is %s", res.ChainQuality))
+	}
+	if r.o.RequireFullChain && len(r.o.Origins) > 0 {
+		// The chain is full here (or the offer starts it): its first
+		// offer's iss is the origin.
+		origin, at := o.Iss, OfferIndex
+		if o.Prev != nil && len(res.Chain) > 0 {
+			origin, at = res.Chain[0].Offer.Iss, 0
+		}
+		if !slices.Contains(r.o.Origins, origin) {
+			return reject(ReasonPolicy, 6, at, "iss", fmt.Errorf("the chain starts at %q, which is not an origin this receiver trusts", origin))
+		}
 	}
 
 	// Step 7: references that local policy requires.

@@ -296,6 +296,23 @@ func receiveCases() []receiveCase {
 		{rule: "Step 6 policy: a full chain is required, the chain is unverifiable", outcome: Rejected, reason: ReasonPolicy, quality: ChainUnverifiable,
 			opts:  func(o *Options) { o.RequireFullChain = true },
 			build: func(f *fixture, fm []Form) *Handoff { return f.path(fm, "outsider", "planner", "me") }},
+		{rule: "Truncated Chains: a full chain whose first element is signed by a trusted origin (MUST)", outcome: Accepted, quality: ChainFull,
+			opts:  func(o *Options) { o.RequireFullChain, o.Origins = true, []string{"origin"} },
+			build: func(f *fixture, fm []Form) *Handoff { return f.path(fm, "origin", "planner", "me") }},
+		{rule: "Truncated Chains: a full chain that starts at an agent not among the trusted origins", outcome: Rejected, reason: ReasonPolicy, quality: ChainFull, index: idx(0),
+			opts:  func(o *Options) { o.RequireFullChain, o.Origins = true, []string{"origin"} },
+			build: func(f *fixture, fm []Form) *Handoff { return f.path(fm, "coder", "planner", "me") }},
+		{rule: "Truncated Chains: an offer that starts its own chain, from an agent not among the trusted origins", outcome: Rejected, reason: ReasonPolicy, quality: ChainAbsent,
+			opts:  func(o *Options) { o.RequireFullChain, o.Origins = true, []string{"origin"} },
+			build: func(f *fixture, fm []Form) *Handoff { return f.path(fm, "planner", "me") }},
+		{rule: "Truncated Chains: a delegator that drops the chain and presents itself as the start is not an origin", outcome: Rejected, reason: ReasonPolicy, quality: ChainAbsent,
+			opts: func(o *Options) { o.RequireFullChain, o.Origins = true, []string{"origin"} },
+			build: func(f *fixture, fm []Form) *Handoff {
+				return &Handoff{Offer: f.sign("planner", f.offer("planner", "me"), fm[0])}
+			}},
+		{rule: "Truncated Chains: origins without require-full-chain change nothing", outcome: Accepted, quality: ChainFull,
+			opts:  func(o *Options) { o.Origins = []string{"origin"} },
+			build: func(f *fixture, fm []Form) *Handoff { return f.path(fm, "coder", "planner", "me") }},
 		{rule: "Step 7: a required reference that does not match", outcome: Rejected, reason: ReasonRefMismatch, quality: ChainAbsent,
 			opts: func(o *Options) {
 				o.CheckRefs = func(context.Context, *Offer) ([]RefOutcome, error) {

@@ -101,6 +101,8 @@ func cmdVerify(e env, args []string) error {
 	maxChain := fs.Int("max-chain", handoff.DefaultLimits().MaxChain, "maximum chain length")
 	dialog := fs.String("dialog", "", "the host message's dialog id; without it step 5 (the offer's dialog is the host's) is not checked")
 	full := fs.Bool("require-full-chain", false, "reject an offer with a prev whose chain is not full")
+	var origins stringList
+	fs.Var(&origins, "origin", "with --require-full-chain: an `AgentId` trusted to start a chain (repeatable); the chain's first offer must be one's")
 	stateDir := fs.String("state", "", "keep the replay memory in `DIR` across runs (default: in memory, for this run only)")
 	requireRefs := fs.Bool("require-refs", false, "every ref of the outer offer must verify")
 	refOctets := &indexedFlag{}
@@ -121,6 +123,9 @@ func cmdVerify(e env, args []string) error {
 	}
 	if *maxChain < 1 {
 		return usagef("--max-chain must be at least 1")
+	}
+	if len(origins) > 0 && !*full {
+		return usagef("--origin needs --require-full-chain: an origin is known only from a full chain")
 	}
 	keys, err := loadTrust(*trustFile)
 	if err != nil {
@@ -159,7 +164,7 @@ func cmdVerify(e env, args []string) error {
 	}
 	ctx := refs.WithMaterial(context.Background(), m)
 	opts := handoff.Options{Me: *me, Keys: keys, Skew: skew, MaxLifetime: maxLife, Limits: lim,
-		RequireFullChain: *full, Now: now.now, CheckRefs: checker.Check}
+		RequireFullChain: *full, Origins: origins, Now: now.now, CheckRefs: checker.Check}
 	if *stateDir != "" {
 		st, err := openState(*stateDir)
 		if err != nil {

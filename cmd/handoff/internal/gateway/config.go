@@ -148,6 +148,9 @@ type Policy struct {
 	MaxLifetime      time.Duration
 	MaxChain         int
 	RequireFullChain bool
+	// Origins: the AgentIds trusted to start a chain (with
+	// RequireFullChain; handoff.Options.Origins).
+	Origins []string
 }
 
 // Route is one upstream behind the gateway.
@@ -464,6 +467,18 @@ func build(m map[string]any, lines lineMap, dir string) (*Config, error) {
 			c.Policy.MaxChain = int(n)
 		}
 		c.Policy.RequireFullChain, _ = pol["require_full_chain"].(bool)
+		if os, ok := pol["origins"].([]any); ok {
+			for _, o := range os {
+				if v, ok := o.(string); ok {
+					c.Policy.Origins = append(c.Policy.Origins, v)
+				}
+			}
+			if !c.Policy.RequireFullChain {
+				// Else they would be ignored: an origin is known only
+				// from a full chain.
+				fail("policy.origins", "needs require_full_chain: true (an origin is known only from a full chain)")
+			}
+		}
 	}
 
 	if t, ok := m["tracing"].(map[string]any); ok {
@@ -669,7 +684,7 @@ func (p Policy) Options(me string, keys handoff.KeySource) handoff.Options {
 	lim := handoff.DefaultLimits()
 	lim.MaxChain = p.EffectiveMaxChain()
 	return handoff.Options{Me: me, Keys: keys, Skew: skew, MaxLifetime: p.EffectiveMaxLifetime(),
-		Limits: lim, RequireFullChain: p.RequireFullChain}
+		Limits: lim, RequireFullChain: p.RequireFullChain, Origins: p.Origins}
 }
 
 // EffectiveMaxLifetime is the longest lifetime accepted (D4: 300 s).

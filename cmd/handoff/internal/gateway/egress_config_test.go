@@ -205,3 +205,27 @@ routes:
 		t.Fatalf("%d operators after the operator key was taken away", n)
 	}
 }
+
+// TestParsePolicyOrigins: policy.origins (draft "Truncated Chains")
+// reach the receiving checks, and are refused without
+// require_full_chain, where they would be ignored.
+func TestParsePolicyOrigins(t *testing.T) {
+	doc := `listen: 127.0.0.1:8443
+identity: {id: "https://coder.example", key_file: coder.jwk}
+trust_file: trust.json
+policy: {require_full_chain: true, origins: ["https://user.example"]}
+routes:
+  - {name: coder, protocol: a2a, path: /, upstream: "http://127.0.0.1:7000/"}
+`
+	c, err := Parse([]byte(doc), "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o := c.Policy.Options("https://coder.example", nil); !o.RequireFullChain || len(o.Origins) != 1 || o.Origins[0] != "https://user.example" {
+		t.Fatalf("options: %+v", o)
+	}
+	_, err = Parse([]byte(strings.Replace(doc, "require_full_chain: true, ", "", 1)), "/")
+	if err == nil || !strings.Contains(err.Error(), "policy.origins") || !strings.Contains(err.Error(), "needs require_full_chain") {
+		t.Fatalf("got %v", err)
+	}
+}

@@ -93,10 +93,11 @@ func (c *Config) Redacted() ([]byte, error) {
 			ClientCAFile string `json:"client_ca_file,omitempty"`
 		} `json:"tls,omitempty"`
 		Policy struct {
-			Skew             string `json:"skew"`
-			MaxLifetime      string `json:"max_lifetime"`
-			MaxChain         int    `json:"max_chain"`
-			RequireFullChain bool   `json:"require_full_chain"`
+			Skew             string   `json:"skew"`
+			MaxLifetime      string   `json:"max_lifetime"`
+			MaxChain         int      `json:"max_chain"`
+			RequireFullChain bool     `json:"require_full_chain"`
+			Origins          []string `json:"origins,omitempty"`
 		} `json:"policy"`
 		Routes  []route `json:"routes"`
 		Tracing *struct {
@@ -137,7 +138,7 @@ func (c *Config) Redacted() ([]byte, error) {
 	}
 	o := c.Policy
 	out.Policy.Skew, out.Policy.MaxLifetime = o.EffectiveSkew().String(), o.EffectiveMaxLifetime().String()
-	out.Policy.MaxChain, out.Policy.RequireFullChain = o.EffectiveMaxChain(), o.RequireFullChain
+	out.Policy.MaxChain, out.Policy.RequireFullChain, out.Policy.Origins = o.EffectiveMaxChain(), o.RequireFullChain, o.Origins
 	if t := c.Tracing; t.Endpoint != nil {
 		out.Tracing = &struct {
 			Endpoint    string  `json:"otlp_endpoint"`

@@ -3,6 +3,7 @@ package gateway
 import (
 	"fmt"
 	"net/url"
+	"slices"
 )
 
 // Reload reads the configuration file again and applies what may change
@@ -92,6 +93,7 @@ func restartKeys(old, c *Config) []string {
 		{"policy.max_lifetime", op.EffectiveMaxLifetime() != np.EffectiveMaxLifetime()},
 		{"policy.max_chain", op.EffectiveMaxChain() != np.EffectiveMaxChain()},
 		{"policy.require_full_chain", op.RequireFullChain != np.RequireFullChain},
+		{"policy.origins", !slices.Equal(op.Origins, np.Origins)},
 	} {
 		if k.changed {
 			ks = append(ks, k.name)
