@@ -442,3 +442,61 @@ func TestRunRetransmitter(t *testing.T) {
 	cancel()
 	<-done
 }
+
+// TestNoChain: draft "Privacy" (chain disclosure): a delegator SHOULD
+// include chain only when the next hop needs it; prev still lets a party
+// that holds the earlier offer check the link. Offer.NoChain sends prev
+// without the chain: the receiver sees a partial path (prev absent from
+// what it carries), and the digest still names the offer passed on.
+func TestNoChain(t *testing.T) {
+	w := newWorld(t, "planner", "coder", "tester")
+	planner := w.delegator("planner", store.NewMemory(w.now))
+	coder := w.delegator("coder", store.NewMemory(w.now))
+	ctx := context.Background()
+	first, _, err := planner.Offer(ctx, delegator.Offer{Aud: "coder", Dialog: "ctx", Work: "w"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name    string
+		noChain bool
+		chain   int
+	}{{"with the chain", false, 1}, {"NoChain", true, 0}} {
+		t.Run(c.name, func(t *testing.T) {
+			h, rec, err := coder.Offer(ctx, delegator.Offer{Aud: "tester", Dialog: "ctx", Work: "w-" + c.name, From: first, NoChain: c.noChain})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(h.Chain) != c.chain {
+				t.Fatalf("the chain has %d elements, want %d", len(h.Chain), c.chain)
+			}
+			o, _, err := handoff.UnsafeDecode(h.Offer)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := first.Offer.Digest()
+			if o.Prev == nil || !bytes.Equal(o.Prev.Val, want.Val) || rec.Prev == nil || !bytes.Equal(rec.Prev.Val, want.Val) {
+				t.Fatalf("prev %v (recorded %v), want the digest of the offer passed on %v", o.Prev, rec.Prev, want)
+			}
+			r, err := handoff.NewReceiver(handoff.Options{Me: "tester", Keys: w.keys, Now: w.clock})
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, err := h.Encode(handoff.JSON)
+			if err != nil {
+				t.Fatal(err)
+			}
+			res, err := r.Receive(ctx, b, "ctx")
+			if err != nil || res.Outcome != handoff.Accepted {
+				t.Fatalf("%v %v", res.Outcome, err)
+			}
+			wantQ := handoff.ChainFull
+			if c.noChain {
+				wantQ = handoff.ChainAbsent // a prev, and nothing carried to check it against
+			}
+			if res.ChainQuality != wantQ {
+				t.Fatalf("chain quality %s, want %s", res.ChainQuality, wantQ)
+			}
+		})
+	}
+}
