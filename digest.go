@@ -2,8 +2,11 @@ package handoff
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
+	"crypto/subtle"
 	"encoding/base64"
+	"errors"
 	"fmt"
 )
 
@@ -95,4 +98,36 @@ func (sl *digestSlab) b64uDecode(s []byte) ([]byte, bool) {
 		sl.n += n
 	}
 	return dst[:m:m], true
+}
+
+// GrantCheck checks the credential presented with a hop against its
+// offer's grant (draft "On Behalf Of": "A receiver that is given a
+// credential with the hop can check that it is the one the delegator
+// named"). A host that has the credential in hand, say the request's
+// bearer token, returns MatchGrant(grant, credential); one that was
+// given none decides whether that is a refusal.
+type GrantCheck func(ctx context.Context, grant Digest) error
+
+// Errors of MatchGrant.
+var (
+	// ErrGrantAlg: the grant's alg is not one this implementation has;
+	// the draft ("Digest") counts a check that depends on it as failed.
+	ErrGrantAlg = errors.New("handoff: the grant's digest alg is not supported: the check counts as failed")
+	// ErrGrantMismatch: the credential is not the one the grant names.
+	ErrGrantMismatch = errors.New("handoff: the credential presented is not the one the grant names")
+)
+
+// MatchGrant reports whether credential, its octets exactly as presented
+// (the ASCII octets of a bearer token), is the one grant names: nil, or
+// ErrGrantAlg or ErrGrantMismatch. The comparison takes the same time
+// whatever the octets.
+func MatchGrant(grant Digest, credential []byte) error {
+	if grant.Alg != AlgSHA256 {
+		return fmt.Errorf("%w (%q)", ErrGrantAlg, grant.Alg)
+	}
+	h := sha256.Sum256(credential)
+	if subtle.ConstantTimeCompare(h[:], grant.Val) != 1 {
+		return ErrGrantMismatch
+	}
+	return nil
 }

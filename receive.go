@@ -95,10 +95,15 @@ type Options struct {
 	// Origins, an offer is accepted only when its chain's first offer
 	// (the offer itself, when it has no prev) was issued by one of them;
 	// empty: any agent with a trusted key may start a chain.
-	Origins   []string
-	Memory    ReplayMemory // (iss, hop) memory; default an in-process Memory
-	Now       func() time.Time
-	CheckRefs RefCheck // step 7; nil checks no reference
+	Origins []string
+	Memory  ReplayMemory // (iss, hop) memory; default an in-process Memory
+	// CheckGrant compares the credential presented with the hop (the
+	// host protocol carries it) against an offer's grant; nil: grant is
+	// not checked. It runs at step 7 for an offer that has a grant, and an
+	// error rejects the offer with "policy". MatchGrant is the comparison.
+	CheckGrant GrantCheck
+	Now        func() time.Time
+	CheckRefs  RefCheck // step 7; nil checks no reference
 	// Since, when set, is when the replay memory begins: a delegate that
 	// lost its memory (a restart without durable records, a store opened
 	// fresh, records dropped) rejects an offer it does not remember whose
@@ -335,7 +340,13 @@ func (r *Receiver) ReceiveParsed(ctx context.Context, h *Handoff, parseErr error
 		}
 	}
 
-	// Step 7: references that local policy requires.
+	// Step 7: the credential the grant names, and the references that
+	// local policy requires.
+	if o.Grant != nil && r.o.CheckGrant != nil {
+		if err := r.o.CheckGrant(ctx, *o.Grant); err != nil {
+			return reject(ReasonPolicy, 7, OfferIndex, "grant", err)
+		}
+	}
 	res.Refs = make([]RefOutcome, len(o.Refs))
 	for i := range res.Refs {
 		res.Refs[i] = RefNotChecked

@@ -313,6 +313,41 @@ func receiveCases() []receiveCase {
 		{rule: "Truncated Chains: origins without require-full-chain change nothing", outcome: Accepted, quality: ChainFull,
 			opts:  func(o *Options) { o.Origins = []string{"origin"} },
 			build: func(f *fixture, fm []Form) *Handoff { return f.path(fm, "coder", "planner", "me") }},
+		{rule: "On Behalf Of: the credential presented is the one grant names", outcome: Accepted, quality: ChainAbsent,
+			opts: func(o *Options) {
+				o.CheckGrant = func(_ context.Context, g Digest) error { return MatchGrant(g, []byte("Bearer-token-of-the-hop")) }
+			},
+			build: func(f *fixture, fm []Form) *Handoff {
+				o := f.offer("planner", "me")
+				g := DigestOf([]byte("Bearer-token-of-the-hop"))
+				o.Grant = &g
+				return &Handoff{Offer: f.sign("planner", o, fm[0])}
+			}},
+		{rule: "On Behalf Of: a credential that is not the one grant names", outcome: Rejected, reason: ReasonPolicy, quality: ChainAbsent,
+			opts: func(o *Options) {
+				o.CheckGrant = func(_ context.Context, g Digest) error { return MatchGrant(g, []byte("another-token")) }
+			},
+			build: func(f *fixture, fm []Form) *Handoff {
+				o := f.offer("planner", "me")
+				g := DigestOf([]byte("Bearer-token-of-the-hop"))
+				o.Grant = &g
+				return &Handoff{Offer: f.sign("planner", o, fm[0])}
+			}},
+		{rule: "Digest: a grant whose alg is not implemented counts as failed (MUST)", outcome: Rejected, reason: ReasonPolicy, quality: ChainAbsent,
+			opts: func(o *Options) {
+				o.CheckGrant = func(_ context.Context, g Digest) error { return MatchGrant(g, []byte("Bearer-token-of-the-hop")) }
+			},
+			build: func(f *fixture, fm []Form) *Handoff {
+				o := f.offer("planner", "me")
+				sum := DigestOf([]byte("Bearer-token-of-the-hop"))
+				o.Grant = &Digest{Alg: "sha3-256", Val: sum.Val}
+				return &Handoff{Offer: f.sign("planner", o, fm[0])}
+			}},
+		{rule: "On Behalf Of: an offer with no grant is not given to the grant check", outcome: Accepted, quality: ChainAbsent,
+			opts: func(o *Options) {
+				o.CheckGrant = func(context.Context, Digest) error { return errors.New("called for an offer with no grant") }
+			},
+			build: func(f *fixture, fm []Form) *Handoff { return f.path(fm, "planner", "me") }},
 		{rule: "Step 7: a required reference that does not match", outcome: Rejected, reason: ReasonRefMismatch, quality: ChainAbsent,
 			opts: func(o *Options) {
 				o.CheckRefs = func(context.Context, *Offer) ([]RefOutcome, error) {
