@@ -272,6 +272,9 @@ func (s *Signer) SignOffer(o *Offer, f Form) (Element, error) {
 	if err := needed("offer", "iss", o.Iss, "aud", o.Aud, "hop", o.Hop); err != nil {
 		return Element{}, err
 	}
+	if err := offerSecrets(o); err != nil {
+		return Element{}, err
+	}
 	payload, err := o.Encode(formEncoding(f))
 	if err != nil {
 		return Element{}, err
@@ -289,6 +292,9 @@ func (s *Signer) SignStatus(st *Status, f Form) (Element, error) {
 	}
 	if len(st.Offer.Val) == 0 {
 		return Element{}, errors.New("handoff: a status needs its offer digest's value")
+	}
+	if err := statusSecrets(st); err != nil {
+		return Element{}, err
 	}
 	payload, err := st.Encode(formEncoding(f))
 	if err != nil {

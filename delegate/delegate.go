@@ -265,8 +265,11 @@ func (d *Delegate) sign(o *handoff.Offer, dg handoff.Digest, state handoff.State
 	// naming offer.aud there would claim to speak for another agent. D9 as
 	// amended verifies it, from a trusted agent, as the misdelivered
 	// rejection, which never sets the hop's state.
+	// A detail is free text, often an upstream's error message, and it
+	// leaves for the delegator: what looks like a secret in it is
+	// redacted, never signed (draft "Secrets"; decision 95).
 	st := &handoff.Status{Offer: dg, Iss: d.cfg.Options.Me, Aud: o.Iss, Iat: d.now().Unix(), State: state,
-		Reason: reason, Detail: detail, Refs: refs}
+		Reason: reason, Detail: handoff.RedactSecrets(detail), Refs: refs}
 	s, err := d.cfg.Signer.SignStatus(st, d.cfg.StatusForm)
 	if err != nil {
 		return nil, err
