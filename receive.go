@@ -96,7 +96,14 @@ type Options struct {
 	// (the offer itself, when it has no prev) was issued by one of them;
 	// empty: any agent with a trusted key may start a chain.
 	Origins []string
-	Memory  ReplayMemory // (iss, hop) memory; default an in-process Memory
+	// AdmitCallback admits the one re-entry the draft lets local policy
+	// admit (Checking a Chain, check 6: "a callback to the original
+	// requester"): this receiver is the iss of the chain's first offer,
+	// and the work comes back to it. Any other appearance of the
+	// receiver in the chain, and any AgentId that is iss twice, is still
+	// a cycle. Default false: every re-entry is a cycle (D8).
+	AdmitCallback bool
+	Memory        ReplayMemory // (iss, hop) memory; default an in-process Memory
 	// CheckGrant compares the credential presented with the hop (the
 	// host protocol carries it) against an offer's grant; nil: grant is
 	// not checked. It runs at step 7 for an offer that has a grant, and an

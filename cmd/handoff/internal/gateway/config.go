@@ -151,6 +151,8 @@ type Policy struct {
 	// Origins: the AgentIds trusted to start a chain (with
 	// RequireFullChain; handoff.Options.Origins).
 	Origins []string
+	// AdmitCallback: handoff.Options.AdmitCallback.
+	AdmitCallback bool
 }
 
 // Route is one upstream behind the gateway.
@@ -467,6 +469,7 @@ func build(m map[string]any, lines lineMap, dir string) (*Config, error) {
 			c.Policy.MaxChain = int(n)
 		}
 		c.Policy.RequireFullChain, _ = pol["require_full_chain"].(bool)
+		c.Policy.AdmitCallback, _ = pol["admit_callback"].(bool)
 		if os, ok := pol["origins"].([]any); ok {
 			for _, o := range os {
 				if v, ok := o.(string); ok {
@@ -611,7 +614,7 @@ func (p Policy) Options(me string, keys handoff.KeySource) handoff.Options {
 	lim := handoff.DefaultLimits()
 	lim.MaxChain = p.EffectiveMaxChain()
 	return handoff.Options{Me: me, Keys: keys, Skew: skew, MaxLifetime: p.EffectiveMaxLifetime(),
-		Limits: lim, RequireFullChain: p.RequireFullChain, Origins: p.Origins}
+		Limits: lim, RequireFullChain: p.RequireFullChain, Origins: p.Origins, AdmitCallback: p.AdmitCallback}
 }
 
 // EffectiveMaxLifetime is the longest lifetime accepted (D4: 300 s).

@@ -213,7 +213,7 @@ func TestParsePolicyOrigins(t *testing.T) {
 	doc := `listen: 127.0.0.1:8443
 identity: {id: "https://coder.example", key_file: coder.jwk}
 trust_file: trust.json
-policy: {require_full_chain: true, origins: ["https://user.example"]}
+policy: {require_full_chain: true, origins: ["https://user.example"], admit_callback: true}
 routes:
   - {name: coder, protocol: a2a, path: /, upstream: "http://127.0.0.1:7000/"}
 `
@@ -221,7 +221,7 @@ routes:
 	if err != nil {
 		t.Fatal(err)
 	}
-	if o := c.Policy.Options("https://coder.example", nil); !o.RequireFullChain || len(o.Origins) != 1 || o.Origins[0] != "https://user.example" {
+	if o := c.Policy.Options("https://coder.example", nil); !o.RequireFullChain || len(o.Origins) != 1 || o.Origins[0] != "https://user.example" || !o.AdmitCallback {
 		t.Fatalf("options: %+v", o)
 	}
 	_, err = Parse([]byte(strings.Replace(doc, "require_full_chain: true, ", "", 1)), "/")

@@ -98,6 +98,7 @@ func (c *Config) Redacted() ([]byte, error) {
 			MaxChain         int      `json:"max_chain"`
 			RequireFullChain bool     `json:"require_full_chain"`
 			Origins          []string `json:"origins,omitempty"`
+			AdmitCallback    bool     `json:"admit_callback"`
 		} `json:"policy"`
 		Routes  []route `json:"routes"`
 		Tracing *struct {
@@ -139,6 +140,7 @@ func (c *Config) Redacted() ([]byte, error) {
 	o := c.Policy
 	out.Policy.Skew, out.Policy.MaxLifetime = o.EffectiveSkew().String(), o.EffectiveMaxLifetime().String()
 	out.Policy.MaxChain, out.Policy.RequireFullChain, out.Policy.Origins = o.EffectiveMaxChain(), o.RequireFullChain, o.Origins
+	out.Policy.AdmitCallback = o.AdmitCallback
 	if t := c.Tracing; t.Endpoint != nil {
 		out.Tracing = &struct {
 			Endpoint    string  `json:"otlp_endpoint"`

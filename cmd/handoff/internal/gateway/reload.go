@@ -94,6 +94,7 @@ func restartKeys(old, c *Config) []string {
 		{"policy.max_chain", op.EffectiveMaxChain() != np.EffectiveMaxChain()},
 		{"policy.require_full_chain", op.RequireFullChain != np.RequireFullChain},
 		{"policy.origins", !slices.Equal(op.Origins, np.Origins)},
+		{"policy.admit_callback", op.AdmitCallback != np.AdmitCallback},
 	} {
 		if k.changed {
 			ks = append(ks, k.name)
