@@ -102,7 +102,7 @@ func (r *Receiver) checkChain(h *Handoff, o *Offer) ([]ChainElement, ChainQualit
 			return nil, "", fail(ReasonCycle, index(i), "iss", "%q is also iss of chain[%d]", c.Iss, j)
 		}
 		seen[c.Iss] = i
-		if i == 0 && n > 0 && r.o.AdmitCallback && c.Iss == r.o.Me && c.Aud != r.o.Me {
+		if i == 0 && n > 0 && r.o.AdmitCallback && c.Iss == r.o.Me && c.Aud != r.o.Me && c.Prev == nil && chain[0].Key != nil {
 			// The one re-entry local policy admits (draft, check 6: "a
 			// callback to the original requester"): this receiver began
 			// the chain, and the work comes back to it.

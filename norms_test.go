@@ -68,3 +68,18 @@ func TestDetailIsNotReliedOn(t *testing.T) {
 		}
 	}
 }
+
+// TestEmptyChainInMemory: a Handoff built in memory with an empty, not
+// nil, chain (the parser refuses one on the wire) is read as carrying
+// none; it never reaches the chain checks' first element.
+func TestEmptyChainInMemory(t *testing.T) {
+	f := newFixture(t)
+	o := f.offer("planner", "me")
+	d := DigestOf([]byte("an earlier offer"))
+	o.Prev = &d
+	h := &Handoff{Offer: f.sign("planner", o, FormJWS), Chain: []Element{}}
+	res, err := f.receiver(nil).ReceiveParsed(context.Background(), h, nil, "d")
+	if err != nil || res.Outcome != Accepted || res.ChainQuality != ChainAbsent {
+		t.Fatalf("%+v %v", res, err)
+	}
+}

@@ -245,7 +245,7 @@ func (r *Receiver) ReceiveParsed(ctx context.Context, h *Handoff, parseErr error
 			res.OfferDigest = &d
 		}
 	}
-	if h != nil && h.Chain == nil {
+	if h != nil && (h.Chain == nil || len(h.Chain) == 0 && parseErr == nil) { // an empty chain built in memory is none
 		// The input decoded as a map with no chain member: "absent",
 		// whatever else is wrong with it (D7).
 		res.ChainQuality = ChainAbsent
@@ -323,7 +323,7 @@ func (r *Receiver) ReceiveParsed(ctx context.Context, h *Handoff, parseErr error
 	}
 
 	// Step 6: the chain (draft "Checking a Chain", D6-D8).
-	if h.Chain != nil {
+	if len(h.Chain) > 0 { // an empty chain built in memory is none (the parser refuses one)
 		chain, q, ce := r.checkChain(h, o)
 		if ce != nil {
 			return reject(ce.Reason, 6, ce.Index, ce.Member, ce.Err)

@@ -286,6 +286,16 @@ func receiveCases() []receiveCase {
 		{rule: "Checking a Chain check 6: AdmitCallback admits no re-entry but the callback to the origin", outcome: Rejected, reason: ReasonCycle, quality: ChainUnchecked,
 			opts:  func(o *Options) { o.AdmitCallback = true },
 			build: func(f *fixture, fm []Form) *Handoff { return f.path(fm, "origin", "me", "planner", "me") }},
+		{rule: "Checking a Chain check 6: AdmitCallback admits only a first offer verified as this receiver's, which begins the chain", outcome: Rejected, reason: ReasonCycle, quality: ChainUnchecked,
+			opts: func(o *Options) { o.AdmitCallback = true },
+			build: func(f *fixture, fm []Form) *Handoff {
+				// C[0] claims to be this receiver's, signed by an outsider.
+				first := f.sign("outsider", f.offer("me", "planner"), fm[0])
+				d := first.Digest()
+				o := f.offer("planner", "me")
+				o.Prev = &d
+				return f.resign("planner", o, fm[1%len(fm)], []Element{first})
+			}},
 		{rule: "Checking a Chain check 6: AdmitCallback still rejects an AgentId that is iss twice", outcome: Rejected, reason: ReasonCycle, quality: ChainUnchecked,
 			opts:  func(o *Options) { o.AdmitCallback = true },
 			build: func(f *fixture, fm []Form) *Handoff { return f.path(fm, "me", "planner", "coder", "planner", "me") }},

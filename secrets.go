@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"strings"
 )
 
 // ErrSecretLike: a value an element would carry looks like a secret. The
@@ -15,31 +16,44 @@ import (
 var ErrSecretLike = errors.New("handoff: the element MUST NOT contain secrets (draft \"Secrets\")")
 
 // secretShapes are the secrets a value can be recognized by, each with
-// what it looks like. They are matched anywhere in a value, so a token
-// pasted into a sentence is found too.
+// what it looks like. Each expression matches the whole secret (a PEM
+// block through its end line, a JWK's private member with its value), so
+// that RedactSecrets leaves none of it; needs, when set, must also be in
+// the value (a JWK's "kty"), and digit, that the match holds a digit
+// (a token, not an English word after "Bearer").
 var secretShapes = []struct {
-	what string
-	re   *regexp.Regexp
+	what  string
+	re    *regexp.Regexp
+	needs string
+	digit bool
 }{
-	{"a bearer token (an Authorization header's value)", regexp.MustCompile(`(?i)\bbearer\s+[A-Za-z0-9._~+/-]{16,}`)},
-	{"a JWT (three base64url parts, the first a JSON header)", regexp.MustCompile(`\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{16,}`)},
-	{"a PEM private key", regexp.MustCompile(`-----BEGIN ([A-Z0-9]+ )?PRIVATE KEY-----`)},
-	{"a private JWK (its \"d\" member)", regexp.MustCompile(`"kty"\s*:\s*"(EC|RSA|OKP)"[^}]*"d"\s*:\s*"|"d"\s*:\s*"[A-Za-z0-9_-]{20,}"[^}]*"kty"\s*:`)},
-	{"an AWS access key id", regexp.MustCompile(`\b(AKIA|ASIA)[A-Z0-9]{16}\b`)},
-	{"a GitHub token", regexp.MustCompile(`\b(gh[pousr]_[A-Za-z0-9]{36,}|github_pat_[A-Za-z0-9_]{40,})\b`)},
-	{"a Slack token", regexp.MustCompile(`\bxox[abposr]-[A-Za-z0-9-]{10,}`)},
-	{"an API secret key (sk-...)", regexp.MustCompile(`\bsk-(proj-|live_|test_)?[A-Za-z0-9_-]{20,}`)},
-	{"a Google API key", regexp.MustCompile(`\bAIza[0-9A-Za-z_-]{35}\b`)},
+	{what: "a bearer token (an Authorization header's value)", re: regexp.MustCompile(`(?:\bBearer|(?i:authorization)\s*:\s*(?i:bearer))\s+[A-Za-z0-9._~+/-]{16,}=*`), digit: true},
+	{what: "basic credentials (an Authorization header's value)", re: regexp.MustCompile(`(?:\bBasic|(?i:authorization)\s*:\s*(?i:basic))\s+[A-Za-z0-9+/]{12,}={0,2}`), digit: true},
+	{what: "a JWT (three base64url parts, the first a JSON header)", re: regexp.MustCompile(`\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{16,}`)},
+	{what: "a PEM private key", re: regexp.MustCompile(`-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----(?s:.*?)(?:-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----|$)`)},
+	{what: "a private JWK (its private members)", re: regexp.MustCompile(`"(?:d|k|p|q|dp|dq|qi)"\s*:\s*"[A-Za-z0-9_-]{16,}"`), needs: `"kty"`},
+	{what: "a credential in a URL's query", re: regexp.MustCompile(`(?i)[?&](?:access_token|id_token|refresh_token|token|api_key|apikey|key|client_secret|secret|password|sig)=[^&\s"'#]{8,}`)},
+	{what: "an AWS access key id", re: regexp.MustCompile(`\b(?:AKIA|ASIA)[A-Z0-9]{16}\b`)},
+	{what: "a GitHub token", re: regexp.MustCompile(`\b(?:gh[pousr]_[A-Za-z0-9]{36,}|github_pat_[A-Za-z0-9_]{40,})\b`)},
+	{what: "a Slack token", re: regexp.MustCompile(`\bxox[abposr]-[A-Za-z0-9-]{10,}`)},
+	{what: "an API secret key (sk-...)", re: regexp.MustCompile(`(?:^|[^A-Za-z0-9_-])sk-(?:proj-|live_|test_)?[A-Za-z0-9_-]{20,}`)},
+	{what: "a Stripe secret key", re: regexp.MustCompile(`\b[sr]k_(?:live|test)_[A-Za-z0-9]{16,}`)},
+	{what: "a Google API key", re: regexp.MustCompile(`\bAIza[0-9A-Za-z_-]{35}\b`)},
 }
 
 // secretIn names the first secret shape found in s ("" for none).
 func secretIn(s string) string {
-	if len(s) < 16 {
+	if len(s) < 12 {
 		return ""
 	}
 	for _, sh := range secretShapes {
-		if sh.re.MatchString(s) {
-			return sh.what
+		if sh.needs != "" && !strings.Contains(s, sh.needs) {
+			continue
+		}
+		for _, m := range sh.re.FindAllString(s, -1) {
+			if !sh.digit || strings.ContainsAny(m, "0123456789") {
+				return sh.what
+			}
 		}
 	}
 	return ""
@@ -118,20 +132,44 @@ func offerSecrets(o *Offer) error {
 }
 
 // statusSecrets checks a status's texts (its detail above all: free text
-// that may quote an error message with a token in it).
+// that may quote an error message with a token in it), its refs' too.
 func statusSecrets(st *Status) error {
-	return checkSecrets("status", map[string]string{"detail": st.Detail, "iss": st.Iss, "aud": st.Aud, "reason": string(st.Reason)}, st.Extra)
+	texts := map[string]string{"detail": st.Detail, "iss": st.Iss, "aud": st.Aud, "reason": string(st.Reason)}
+	extra := map[string]any{}
+	for i, r := range st.Refs {
+		texts[fmt.Sprintf("refs[%d].loc", i)] = r.Loc
+		if len(r.Extra) > 0 {
+			extra[fmt.Sprintf("refs[%d]", i)] = r.Extra
+		}
+	}
+	if err := checkSecrets("status", texts, extra); err != nil {
+		return err
+	}
+	return checkSecrets("status", nil, st.Extra)
 }
 
 // RedactSecrets is s with every secret shape the signer refuses replaced
 // by "[redacted]": for free text that crosses a trust boundary, such as
 // an upstream's error message copied into a status's detail.
 func RedactSecrets(s string) string {
-	if len(s) < 16 {
+	if len(s) < 12 {
 		return s
 	}
 	for _, sh := range secretShapes {
-		s = sh.re.ReplaceAllString(s, "[redacted]")
+		if sh.needs != "" && !strings.Contains(s, sh.needs) {
+			continue
+		}
+		s = sh.re.ReplaceAllStringFunc(s, func(m string) string {
+			if sh.digit && !strings.ContainsAny(m, "0123456789") {
+				return m
+			}
+			// Keep what led the match that is not the secret (the
+			// character before "sk-").
+			if lead := m[0]; m[0] != 's' && sh.what == "an API secret key (sk-...)" {
+				return string(lead) + "[redacted]"
+			}
+			return "[redacted]"
+		})
 	}
 	return s
 }

@@ -73,4 +73,43 @@ func TestRedactSecrets(t *testing.T) {
 	if plain := "the tests failed: 3 of 120"; RedactSecrets(plain) != plain {
 		t.Fatal("plain text changed")
 	}
+	// Whole secrets go, not their first line: redacted, then signed, the
+	// key's octets are nowhere.
+	f := newFixture(t)
+	offer := f.sign("planner", f.offer("planner", "me"), FormJWS)
+	for _, c := range []struct{ name, text, secret string }{
+		{"a PEM key", "config dump:\n-----BEGIN EC PRIVATE KEY-----\nMHcCAQEEIBkg4LVWM9nuwNSk3yBxcBBcA1WYZ0Ax3sWBWEXAMPLE\n-----END EC PRIVATE KEY-----\nend", "MHcCAQEEIBkg4LVWM9nuwNSk3yBx"},
+		{"a PEM key cut off", "-----BEGIN PRIVATE KEY-----\nMIGHAgEAMBMGByqGSM49AgEGCCqGSM49AwEHBG0wawIBAQQg", "MIGHAgEAMBMGByqGSM49"},
+		{"a JWK, kty first", `{"kty":"EC","crv":"P-256","x":"f83OJ3D2xF1Bg8vub9tLe1gHMzV76e8Tus9uPHvRVEU","d":"jpsQnnGQmL-YBIffH1136cspYG6-0iY7X1fCE9-E9LI"}`, "jpsQnnGQmL"},
+		{"basic credentials", "Authorization: Basic YWxhZGRpbjpvcGVuc2VzYW1l failed", "YWxhZGRpbjpvcGVuc2VzYW1l"},
+		{"a token in a URL", `Get "https://api.example/v1/x?access_token=abcdef0123456789&x=1": EOF`, "abcdef0123456789"},
+		{"a Stripe key", "key sk_live_4eC39HqLyjWDarjtT1zdp7dc rejected", "4eC39HqLyjWDarjtT1zdp7dc"},
+	} {
+		out := RedactSecrets(c.text)
+		if strings.Contains(out, c.secret) {
+			t.Errorf("%s: %q left in %q", c.name, c.secret, out)
+		}
+		if _, err := f.signers["me"].SignStatus(&Status{Offer: offer.Digest(), Iss: "me", Aud: "planner", Iat: f.now, State: StateFailed,
+			Detail: out}, FormJWS); err != nil {
+			t.Errorf("%s: the redacted text does not sign: %v", c.name, err)
+		}
+	}
+	// Ordinary words and ids are not secrets.
+	for _, ok := range []string{"the ring bearer responsibilities", "Bearer of bad news, sorry", "ctx-ask-sk-review", "risk-assessment of the sk-learn model",
+		"n4bQgYhMfWWaL-qgxVrQFaO_TxsrC4Is0V1sFbDwCgg", `{"d":"not a key at all, just text"}`} {
+		if what := secretIn(ok); what != "" {
+			t.Errorf("%q taken for %s", ok, what)
+		}
+	}
+}
+
+// TestNoSecretsInStatusRefs: a status's refs are checked as an offer's.
+func TestNoSecretsInStatusRefs(t *testing.T) {
+	f := newFixture(t)
+	offer := f.sign("planner", f.offer("planner", "me"), FormJWS)
+	_, err := f.signers["me"].SignStatus(&Status{Offer: offer.Digest(), Iss: "me", Aud: "planner", Iat: f.now, State: StateCompleted,
+		Refs: []ContextRef{{Kind: KindDigest, Dig: DigestOf([]byte("r")), Loc: "https://x.example/r?token=abcdef0123456789"}}}, FormJWS)
+	if !errors.Is(err, ErrSecretLike) || !strings.Contains(err.Error(), "refs[0].loc") {
+		t.Fatalf("got %v", err)
+	}
 }

@@ -164,7 +164,7 @@ CREATE INDEX IF NOT EXISTS issued_listed_aud ON issued (aud, view, resolved, cre
 		// newest first: the open ones by id (the resolved ones stay until
 		// the sweep, and would otherwise be read past), and one hop's by
 		// hop. Flags are few beside hops; nothing on a claim's path
-		// writes these (decision 93).
+		// writes these (decision 97).
 		`CREATE INDEX IF NOT EXISTS flags_open_id ON flags (id) WHERE resolved = 0;
 CREATE INDEX IF NOT EXISTS flags_hop ON flags (iss, hop, id)`},
 }

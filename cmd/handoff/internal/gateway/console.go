@@ -7,13 +7,19 @@ import (
 	"encoding/base64"
 	"errors"
 	"html/template"
+	"log/slog"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/quantumlearningmachines/handoff/cmd/handoff/internal/picture"
 	"github.com/quantumlearningmachines/handoff/cmd/handoff/internal/safetext"
+	"github.com/quantumlearningmachines/handoff/store"
 )
 
 // The operator console (issue 17; draft "Knowing the Outcome", "Forks,
@@ -31,6 +37,7 @@ import (
 // The files: console.go (routing, headers, templates), console_auth.go
 // (operators, sessions, CSRF), console_pages.go (what each page shows),
 // console_issued.go (the pages of the hops issued onward),
+// console_flags.go (the flagged list, and a flag's actions as shown),
 // console_actions.go (the resolve actions the draft allows).
 
 //go:embed console
@@ -39,10 +46,17 @@ var consoleFiles embed.FS
 // console serves /console/ (mounted with the prefix stripped).
 type console struct {
 	s     *Server
+	st    store.Store // the store the pages read and the actions write: s.store
+	log   *slog.Logger
 	now   func() time.Time
 	pages map[string]*template.Template
 	css   []byte
 	csp   string
+	// signins counts the sign-ins by result (console_auth.go).
+	signins *prometheus.CounterVec
+	// sums: the operators' token hashes, for the operators map they were
+	// computed from (console_auth.go).
+	sums atomic.Pointer[operatorSums]
 
 	mu       sync.Mutex
 	sessions map[string]*consoleSession // by session id (the cookie's value)
@@ -50,7 +64,17 @@ type console struct {
 
 // newConsole parses the embedded templates once.
 func newConsole(s *Server) *console {
-	c := &console{s: s, now: time.Now, sessions: map[string]*consoleSession{}, pages: map[string]*template.Template{}}
+	c := &console{s: s, st: s.store, log: s.log, now: time.Now, sessions: map[string]*consoleSession{}, pages: map[string]*template.Template{}}
+	c.signins = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "handoff_gateway_console_signins_total",
+		Help: `Sign-ins to the operator console, by result: "ok", "refused" (a token that is no operator's, by the form or a bearer header), "cross_site" (a sign-in posted from another site).`,
+	}, []string{"result"})
+	if err := s.reg.Register(c.signins); err != nil {
+		// A second console of one gateway (a test's) counts with the first.
+		if are, ok := err.(prometheus.AlreadyRegisteredError); ok {
+			c.signins = are.ExistingCollector.(*prometheus.CounterVec)
+		}
+	}
 	funcs := template.FuncMap{
 		// t escapes what a signer chose as a terminal shows it (bidi
 		// overrides, controls, invisible runes as \u escapes), before
@@ -58,6 +82,7 @@ func newConsole(s *Server) *console {
 		"t":     safetext.Text,
 		"when":  consoleTime,
 		"short": shortHop,
+		"badge": badgeCount,
 	}
 	for _, p := range []string{"signin", "hops", "hop", "onward", "issued", "flags", "error"} {
 		c.pages[p] = template.Must(template.New(p).Funcs(funcs).ParseFS(consoleFiles, "console/layout.html", "console/actions.html", "console/"+p+".html"))
@@ -94,12 +119,43 @@ func (c *console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.Set("Content-Security-Policy", c.csp)
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("X-Frame-Options", "DENY")
-	h.Set("Referrer-Policy", "no-referrer")
+	// No other site learns a console's URL (its hop ids) as a referrer;
+	// the console's own forms keep their Origin, which a browser sends
+	// as "null" under "no-referrer" (crossSite reads it).
+	h.Set("Referrer-Policy", "same-origin")
 	h.Set("Cache-Control", "no-store")
-	if r.URL.Path == "/console.css" && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
+	get := r.Method == http.MethodGet || r.Method == http.MethodHead
+	// Every page sits at one level (/console/hop): the relative links,
+	// forms and stylesheet of a page served deeper (/console/a/b) would
+	// lead to /console/a/..., so nothing is served there. Counted on the
+	// path as the browser sent it: an escaped "/" is no level.
+	if depth := strings.Count(r.URL.EscapedPath(), "/"); depth > 1 {
+		if get {
+			consoleRedirect(w, strings.Repeat("../", depth-1)) // the console's first page
+			return
+		}
+		http.Error(w, "no such page", http.StatusNotFound)
+		return
+	}
+	if r.URL.Path == "/console.css" && get {
+		// The stylesheet is static and holds no data: it is served
+		// without a session, so the sign-in form is styled.
 		h.Set("Content-Type", "text/css; charset=utf-8")
 		w.Write(c.css)
 		return
+	}
+	if r.Method == http.MethodPost {
+		// A POST from a page of another site (a forged sign-in, an
+		// action), whatever its form holds: the browser says where it
+		// comes from. The session's CSRF token is the other layer.
+		if why := crossSite(r); why != "" {
+			if r.URL.Path == "/signin" {
+				c.signins.WithLabelValues("cross_site").Inc()
+				c.log.Warn("console: sign-in refused: posted from another site", "why", why, "remote", r.RemoteAddr)
+			}
+			http.Error(w, "refused: this form was posted from another site ("+why+")", http.StatusForbidden)
+			return
+		}
 	}
 	if r.URL.Path == "/signin" && r.Method == http.MethodPost {
 		c.signIn(w, r)
@@ -107,10 +163,9 @@ func (c *console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	op, ok := c.operator(r)
 	if !ok {
-		c.signInForm(w, http.StatusUnauthorized, "")
+		c.signInForm(w, r, http.StatusUnauthorized, "")
 		return
 	}
-	get := r.Method == http.MethodGet || r.Method == http.MethodHead
 	switch {
 	case get && r.URL.Path == "/":
 		c.hops(w, r, op)
@@ -125,10 +180,10 @@ func (c *console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case r.Method == http.MethodPost:
 		c.post(w, r, op)
 	case get:
-		c.fail(w, op, http.StatusNotFound, errors.New("no such page"))
+		c.fail(w, r, op, http.StatusNotFound, errors.New("no such page"))
 	default:
 		h.Set("Allow", "GET, POST")
-		c.fail(w, op, http.StatusMethodNotAllowed, errors.New("method not allowed"))
+		c.fail(w, r, op, http.StatusMethodNotAllowed, errors.New("method not allowed"))
 	}
 }
 
@@ -138,16 +193,37 @@ type consoleFrame struct {
 	Nav       string // "hops", "onward" or "flags": the current section
 	Op        *consoleOp
 	Identity  string // the gateway's AgentId: the aud of every hop received
-	OpenFlags int
+	OpenFlags int    // counted up to badgeMax (render)
 	Page      any
 }
 
-// render writes page p with status code.
-func (c *console) render(w http.ResponseWriter, code int, p string, f consoleFrame) {
+// badgeMax bounds the count of open flags the navigation shows: a badge
+// reads no more than this many ("99+").
+const badgeMax = 100
+
+// badgeCount is the navigation's count of open flags.
+func badgeCount(n int) string {
+	if n >= badgeMax {
+		return strconv.Itoa(badgeMax-1) + "+"
+	}
+	return strconv.Itoa(n)
+}
+
+// render writes page p with status code. A signed-in operator's page
+// counts the open flags for the navigation (store.Store.CountOpenFlags:
+// bounded, whatever the number of flags).
+func (c *console) render(w http.ResponseWriter, r *http.Request, code int, p string, f consoleFrame) {
 	f.Identity = c.s.cfg.Load().Identity.ID
+	if f.Op != nil {
+		n, err := c.st.CountOpenFlags(r.Context(), badgeMax)
+		if err != nil {
+			c.log.Warn("console: counting the open flags", "err", oneLine(err))
+		}
+		f.OpenFlags = n
+	}
 	var b bytes.Buffer
 	if err := c.pages[p].ExecuteTemplate(&b, "layout", f); err != nil {
-		c.s.log.Error("console: rendering a page", "page", p, "err", oneLine(err))
+		c.log.Error("console: rendering a page", "page", p, "err", oneLine(err))
 		http.Error(w, "the page could not be rendered", http.StatusInternalServerError)
 		return
 	}
@@ -157,8 +233,8 @@ func (c *console) render(w http.ResponseWriter, code int, p string, f consoleFra
 }
 
 // fail shows err on a page of its own.
-func (c *console) fail(w http.ResponseWriter, op *consoleOp, code int, err error) {
-	c.render(w, code, "error", consoleFrame{Title: http.StatusText(code), Op: op, Page: struct {
+func (c *console) fail(w http.ResponseWriter, r *http.Request, op *consoleOp, code int, err error) {
+	c.render(w, r, code, "error", consoleFrame{Title: http.StatusText(code), Op: op, Page: struct {
 		Code int
 		Msg  string
 	}{code, err.Error()}})

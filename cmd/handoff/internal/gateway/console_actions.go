@@ -1,8 +1,10 @@
 package gateway
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"strconv"
 	"strings"
@@ -32,11 +34,11 @@ const maxNote = 1000 // runes of an operator's note
 func (c *console) post(w http.ResponseWriter, r *http.Request, op *consoleOp) {
 	r.Body = http.MaxBytesReader(w, r.Body, maxConsoleForm)
 	if err := r.ParseForm(); err != nil {
-		c.fail(w, op, http.StatusBadRequest, errors.New("the form could not be read"))
+		c.fail(w, r, op, http.StatusBadRequest, errors.New("the form could not be read"))
 		return
 	}
 	if !op.csrfOK(r) {
-		c.fail(w, op, http.StatusForbidden, errors.New("this form is not from this session's page (CSRF token missing or wrong): reload the page and try again"))
+		c.fail(w, r, op, http.StatusForbidden, errors.New("this form is not from this session's page (CSRF token missing or wrong): reload the page and try again"))
 		return
 	}
 	switch r.URL.Path {
@@ -45,8 +47,21 @@ func (c *console) post(w http.ResponseWriter, r *http.Request, op *consoleOp) {
 	case "/resolve", "/finish", "/release":
 		c.act(w, r, op, strings.TrimPrefix(r.URL.Path, "/"))
 	default:
-		c.fail(w, op, http.StatusNotFound, errors.New("no such action"))
+		c.fail(w, r, op, http.StatusNotFound, errors.New("no such action"))
 	}
+}
+
+// openFlag returns the open flag id, or nil when no flag with this id
+// is open: one indexed read (the newest open flag below id+1).
+func (c *console) openFlag(ctx context.Context, id int64) (*store.Flag, error) {
+	if id <= 0 || id == math.MaxInt64 {
+		return nil, nil
+	}
+	fs, err := c.st.ListFlags(ctx, store.FlagQuery{Open: true, Before: id + 1, Limit: 1})
+	if err != nil || len(fs) == 0 || fs[0].ID != id {
+		return nil, err
+	}
+	return &fs[0], nil
 }
 
 // act runs one action on the open flag the form names.
@@ -54,38 +69,34 @@ func (c *console) act(w http.ResponseWriter, r *http.Request, op *consoleOp, act
 	ctx := r.Context()
 	id, err := strconv.ParseInt(r.PostForm.Get("id"), 10, 64)
 	if err != nil {
-		c.fail(w, op, http.StatusBadRequest, errors.New("no flag named"))
+		c.fail(w, r, op, http.StatusBadRequest, errors.New("no flag named"))
 		return
 	}
 	note := strings.TrimSpace(r.PostForm.Get("note"))
 	switch {
 	case note == "":
-		c.fail(w, op, http.StatusBadRequest, errors.New("a resolution needs a note: what was observed or decided, and why"))
+		c.fail(w, r, op, http.StatusBadRequest, errors.New("a resolution needs a note: what was observed or decided, and why"))
 		return
 	case len([]rune(note)) > maxNote:
-		c.fail(w, op, http.StatusBadRequest, fmt.Errorf("a note is at most %d characters", maxNote))
+		c.fail(w, r, op, http.StatusBadRequest, fmt.Errorf("a note is at most %d characters", maxNote))
 		return
 	}
-	open, err := c.s.store.Flags(ctx, false)
+	f, err := c.openFlag(ctx, id)
 	if err != nil {
-		c.fail(w, op, http.StatusServiceUnavailable, fmt.Errorf("the store: %w", err))
+		c.fail(w, r, op, http.StatusServiceUnavailable, fmt.Errorf("the store: %w", err))
 		return
-	}
-	var f *store.Flag
-	for i := range open {
-		if open[i].ID == id {
-			f = &open[i]
-		}
 	}
 	if f == nil {
-		c.fail(w, op, http.StatusConflict, errors.New("this flag is not open (resolved meanwhile?)"))
+		c.fail(w, r, op, http.StatusConflict, errors.New("this flag is not open (resolved meanwhile?)"))
 		return
 	}
 	by := "by " + op.Name + ": "
 	now := c.now()
 	switch action {
 	case "resolve":
-		err = c.s.store.Resolve(ctx, f.ID, by+note, now)
+		if err = c.resolvable(ctx, f); err == nil {
+			err = c.st.Resolve(ctx, f.ID, by+note, now)
+		}
 	case "finish", "release":
 		d := c.s.operatorDelegate()
 		switch {
@@ -103,13 +114,13 @@ func (c *console) act(w http.ResponseWriter, r *http.Request, op *consoleOp, act
 	}
 	switch {
 	case errors.Is(err, store.ErrConflict):
-		c.fail(w, op, http.StatusConflict, fmt.Errorf("nothing was changed: %v", err))
+		c.fail(w, r, op, http.StatusConflict, fmt.Errorf("nothing was changed: %v", err))
 		return
 	case err != nil:
-		c.fail(w, op, http.StatusInternalServerError, err)
+		c.fail(w, r, op, http.StatusInternalServerError, err)
 		return
 	}
-	c.s.log.Info("console: flag resolved", "operator", op.Name, "action", action, "flag", f.ID, "kind", f.Kind, "iss", f.Iss, "hop", f.Hop)
+	c.log.Info("console: flag resolved", "operator", op.Name, "action", action, "flag", f.ID, "kind", f.Kind, "iss", f.Iss, "hop", f.Hop)
 	switch r.PostForm.Get("back") {
 	case "hop":
 		consoleRedirect(w, string(hopHref(f.Iss, f.Hop)))
@@ -120,8 +131,32 @@ func (c *console) act(w http.ResponseWriter, r *http.Request, op *consoleOp, act
 	}
 }
 
+// resolvable refuses (ErrConflict) to close with a note alone an unknown
+// outcome of a hop received that is still accepted and not released:
+// the hop would stay unsettled, kept for ever, and no longer be listed
+// as flagged (draft "Knowing the Outcome": it is finished as observed, or
+// released). A hop swept meanwhile has nothing left to settle.
+func (c *console) resolvable(ctx context.Context, f *store.Flag) error {
+	if f.Kind != store.FlagUnknownOutcome || c.issuedFlag(*f) {
+		return nil
+	}
+	rec, err := c.st.Get(ctx, f.Iss, f.Hop)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return nil
+	case err != nil:
+		return err
+	case rec.State == store.Accepted && rec.Released.IsZero():
+		return fmt.Errorf("%w: the hop is still accepted and its outcome unknown: finish it as observed, or release it, rather than resolve the flag alone", store.ErrConflict)
+	}
+	return nil
+}
+
 // finish records the outcome the operator observed for the flag's hop
-// and closes the hop's open unknown-outcome flags with it.
+// and closes the hop's open unknown-outcome flags with it. Only a hop
+// taken (accepted, released or not: Release's doc) has an outcome to
+// finish; one received and never taken, or decided already, is refused
+// (ErrConflict) before anything is signed.
 func (c *console) finish(r *http.Request, d *delegate.Delegate, f *store.Flag, by, note string) error {
 	ctx := r.Context()
 	out := delegate.Outcome{Detail: "outcome as observed by the gateway's operator"}
@@ -135,23 +170,52 @@ func (c *console) finish(r *http.Request, d *delegate.Delegate, f *store.Flag, b
 	default:
 		return errors.New(`the outcome observed is "completed" or "failed"`)
 	}
-	if _, err := d.Finish(ctx, f.Iss, f.Hop, out); err != nil {
-		return err
+	rec, err := c.st.Get(ctx, f.Iss, f.Hop)
+	if errors.Is(err, store.ErrNotFound) {
+		return fmt.Errorf("%w: the hop is no longer recorded (swept?): resolve its flag with a note", store.ErrConflict)
 	}
-	open, err := c.s.store.Flags(ctx, false)
 	if err != nil {
 		return err
 	}
+	if rec.State != store.Accepted {
+		return fmt.Errorf("%w: the hop is %s, not accepted: only work taken has an outcome to finish; resolve its flag with a note", store.ErrConflict, rec.State)
+	}
+	if _, err := d.Finish(ctx, f.Iss, f.Hop, out); err != nil {
+		return err
+	}
+	// The hop's unknown-outcome flags close with the outcome; one that
+	// another operator closed meanwhile is left as it is. When none was
+	// left open, the finish is recorded as a resolved flag of its own
+	// (as delegate.Release records a release), so that what the record
+	// says and what the flags say agree.
 	resolution := fmt.Sprintf("%sfinished as %s, as observed: %s", by, out.State, note)
 	now := c.now()
-	for _, o := range open {
-		if o.Kind == store.FlagUnknownOutcome && o.Iss == f.Iss && o.Hop == f.Hop {
-			if err := c.s.store.Resolve(ctx, o.ID, resolution, now); err != nil {
-				return err
-			}
-		}
+	open, err := c.st.ListFlags(ctx, store.FlagQuery{Open: true, Hops: []store.HopKey{{Iss: f.Iss, Hop: f.Hop}}, Limit: store.MaxListLimit})
+	if err != nil {
+		return err
 	}
-	return nil
+	closed := false
+	for _, o := range open {
+		if o.Kind != store.FlagUnknownOutcome {
+			continue
+		}
+		err := c.st.Resolve(ctx, o.ID, resolution, now)
+		if errors.Is(err, store.ErrConflict) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		closed = true
+	}
+	if closed {
+		return nil
+	}
+	id, err := c.st.Raise(ctx, store.Flag{Kind: store.FlagUnknownOutcome, Iss: f.Iss, Hop: f.Hop, Detail: "finished by the operator with no open flag", Created: now})
+	if err != nil {
+		return err
+	}
+	return c.st.Resolve(ctx, id, resolution, now)
 }
 
 // operatorDelegate is the delegate an operator's action goes through:

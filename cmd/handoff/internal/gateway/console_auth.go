@@ -6,6 +6,7 @@ import (
 	"crypto/subtle"
 	"encoding/base64"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 )
@@ -44,24 +45,53 @@ type consoleOp struct {
 	sid  string
 }
 
+// operatorSums are the SHA-256 sums of the operators' tokens, computed
+// once for the operators map src (a reload stores a new map).
+type operatorSums struct {
+	src  *map[string]string
+	sums [][32]byte
+	name []string
+}
+
 // operatorNamed returns the name of the operator whose token has SHA-256
-// sum, comparing with every token in constant time.
+// sum, comparing with every token's sum in constant time.
 func (c *console) operatorNamed(sum [32]byte) (string, bool) {
+	ops := c.s.operators.Load()
+	cur := c.sums.Load()
+	if cur == nil || cur.src != ops {
+		cur = &operatorSums{src: ops}
+		for tok, n := range *ops {
+			cur.sums, cur.name = append(cur.sums, sha256.Sum256([]byte(tok))), append(cur.name, n)
+		}
+		c.sums.Store(cur)
+	}
 	name, found := "", 0
-	for tok, n := range *c.s.operators.Load() {
-		ts := sha256.Sum256([]byte(tok))
-		if subtle.ConstantTimeCompare(ts[:], sum[:]) == 1 {
-			name, found = n, 1
+	for i := range cur.sums {
+		if subtle.ConstantTimeCompare(cur.sums[i][:], sum[:]) == 1 {
+			name, found = cur.name[i], 1
 		}
 	}
 	return name, found == 1
 }
 
+// bearerToken is the token of an Authorization header of the Bearer
+// scheme, which is matched without regard to case (RFC 7235); the
+// header's value and the token are trimmed of surrounding white space.
+// ok is false for a header of another scheme, or none.
+func bearerToken(h string) (tok string, ok bool) {
+	scheme, tok, _ := strings.Cut(strings.TrimSpace(h), " ")
+	if !strings.EqualFold(scheme, "Bearer") {
+		return "", false
+	}
+	return strings.TrimSpace(tok), true
+}
+
 // operator authenticates r: by its bearer token, else by its session.
 func (c *console) operator(r *http.Request) (*consoleOp, bool) {
-	if tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok {
+	if tok, ok := bearerToken(r.Header.Get("Authorization")); ok {
 		name, ok := c.operatorNamed(sha256.Sum256([]byte(tok)))
-		if !ok {
+		if !ok || tok == "" {
+			c.refused(r, "bearer")
 			return nil, false
 		}
 		return &consoleOp{Name: name}, true
@@ -90,15 +120,24 @@ func (c *console) operator(r *http.Request) (*consoleOp, bool) {
 	return &consoleOp{Name: name, CSRF: s.csrf, sid: ck.Value}, true
 }
 
+// refused logs and counts a token that is no operator's (never the
+// token itself): by the sign-in form, or a bearer header (via).
+func (c *console) refused(r *http.Request, via string) {
+	c.signins.WithLabelValues("refused").Inc()
+	c.log.Warn("console: sign-in refused: not an operator's token", "via", via, "remote", r.RemoteAddr)
+}
+
 // signInForm answers with the sign-in form only: no data of any hop.
-func (c *console) signInForm(w http.ResponseWriter, code int, msg string) {
+func (c *console) signInForm(w http.ResponseWriter, r *http.Request, code int, msg string) {
 	if code == http.StatusUnauthorized {
 		w.Header().Set("WWW-Authenticate", consoleAuthHeader)
 	}
-	c.render(w, code, "signin", consoleFrame{Title: "Sign in", Page: msg})
+	c.render(w, r, code, "signin", consoleFrame{Title: "Sign in", Page: msg})
 }
 
-// signIn opens a session for the operator whose token the form gives.
+// signIn opens a session for the operator whose token the form gives,
+// ending the session the request came with, if any (a browser holds one
+// session: none is fixed in advance, none piles up).
 func (c *console) signIn(w http.ResponseWriter, r *http.Request) {
 	r.Body = http.MaxBytesReader(w, r.Body, maxConsoleForm)
 	tok := ""
@@ -107,20 +146,54 @@ func (c *console) signIn(w http.ResponseWriter, r *http.Request) {
 	}
 	sum := sha256.Sum256([]byte(tok))
 	if _, ok := c.operatorNamed(sum); !ok || tok == "" || len(tok) > maxOperatorToken {
-		c.signInForm(w, http.StatusUnauthorized, "That is not an operator's token.")
+		c.refused(r, "form")
+		c.signInForm(w, r, http.StatusUnauthorized, "That is not an operator's token.")
 		return
 	}
 	sid, csrf := randomToken(), randomToken()
 	now := c.now()
 	c.mu.Lock()
+	if old, err := r.Cookie(consoleCookie); err == nil {
+		delete(c.sessions, old.Value)
+	}
 	c.dropStale(now)
 	c.sessions[sid] = &consoleSession{token: sum, csrf: csrf, created: now, seen: now}
 	c.mu.Unlock()
+	c.signins.WithLabelValues("ok").Inc()
 	// No Path: the cookie's path is the folder signed in from, the
 	// console's own, whatever prefix a proxy put before it.
 	http.SetCookie(w, &http.Cookie{Name: consoleCookie, Value: sid, HttpOnly: true, SameSite: http.SameSiteStrictMode,
-		Secure: r.TLS != nil, MaxAge: int(sessionLifetime / time.Second)})
+		Secure: overTLS(r), MaxAge: int(sessionLifetime / time.Second)})
 	consoleRedirect(w, "./")
+}
+
+// overTLS reports whether the browser reached the console over HTTPS:
+// the admin port is TLS, or a proxy that terminates TLS says so in
+// X-Forwarded-Proto (its first value). The session cookie is Secure then.
+func overTLS(r *http.Request) bool {
+	if r.TLS != nil {
+		return true
+	}
+	proto, _, _ := strings.Cut(r.Header.Get("X-Forwarded-Proto"), ",")
+	return strings.EqualFold(strings.TrimSpace(proto), "https")
+}
+
+// crossSite says why the POST r comes from a page of another site ("" when
+// it does not): its Sec-Fetch-Site is there and not "same-origin", or its
+// Origin is there and names another host than the request's Host. A
+// browser sets both on a form's POST and a page cannot forge them; a
+// script's request (curl, with a bearer token) sends neither.
+func crossSite(r *http.Request) string {
+	if s := r.Header.Get("Sec-Fetch-Site"); s != "" && s != "same-origin" {
+		return "Sec-Fetch-Site: " + s
+	}
+	if o := r.Header.Get("Origin"); o != "" {
+		u, err := url.Parse(o)
+		if err != nil || u.Host == "" || !strings.EqualFold(u.Host, r.Host) {
+			return "Origin " + o + " is not this host, " + r.Host
+		}
+	}
+	return ""
 }
 
 // signOut ends the request's session.
@@ -131,7 +204,7 @@ func (c *console) signOut(w http.ResponseWriter, r *http.Request, op *consoleOp)
 		c.mu.Unlock()
 	}
 	http.SetCookie(w, &http.Cookie{Name: consoleCookie, Value: "", HttpOnly: true, SameSite: http.SameSiteStrictMode,
-		Secure: r.TLS != nil, MaxAge: -1})
+		Secure: overTLS(r), MaxAge: -1})
 	consoleRedirect(w, "./")
 }
 

@@ -35,10 +35,13 @@ func TestConsoleInBrowser(t *testing.T) {
 	b := newBrowser(t)
 	r := newConsoleRig(t, consoleConfig{})
 	hs := r.seed(t)
+	is := r.seedIssued(t)
 	ctx, step, text := b.ctx, b.step, b.text
 
-	// Signed out, the console is its sign-in form, and nothing else.
-	step("open the console", chromedp.Navigate(r.admin+"/console/"), chromedp.WaitVisible(chromedp.CSS("#token")))
+	// Signed out, the console is its sign-in form, and nothing else;
+	// an address deeper than its pages leads to it, and signing in
+	// there works.
+	step("open the console", chromedp.Navigate(r.admin+"/console/hop/deeper"), chromedp.WaitVisible(chromedp.CSS("#token")))
 	if body := text("main"); strings.Contains(body, hs.equiv[:10]) || strings.Contains(body, consolePlanner) {
 		t.Fatalf("the sign-in page shows hop data: %s", body)
 	}
@@ -96,6 +99,20 @@ func TestConsoleInBrowser(t *testing.T) {
 	f := r.flag(t, hs.equiv, store.FlagEquivocation)
 	if f.Resolved.IsZero() || !strings.HasPrefix(f.Resolution, "by Alice: ") {
 		t.Errorf("the store has the flag resolved %v as %q", f.Resolved, f.Resolution)
+	}
+
+	// A page with the picture and a .warn badge of its own: the
+	// picture's style (.warn: bold, red) stays in the picture.
+	step("open an unresolved issued hop", chromedp.Navigate(r.admin+"/console/"+string(issuedHref(is.running))), chromedp.WaitVisible(chromedp.CSS("figure.chain svg")))
+	badge, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`[
+		getComputedStyle(document.querySelector(".badge.warn")).fontWeight,
+		getComputedStyle(document.querySelector(".badge.warn")).color,
+		getComputedStyle(document.querySelector("figure.chain svg text.agent")).fontWeight]`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(badge) != 3 || badge[0] != "600" || badge[1] != "rgb(138, 90, 0)" || badge[2] != "700" {
+		t.Errorf("computed styles %q of the badge (want 600, rgb(138, 90, 0)) and the picture's agent (want 700): the picture's style leaks, or does not apply", badge)
 	}
 
 	b.noCSPErrors()

@@ -35,7 +35,7 @@ func (c *console) onward(w http.ResponseWriter, r *http.Request, op *consoleOp) 
 	ctx := r.Context()
 	tr := trackerOf(c.s.store)
 	if tr == nil {
-		c.fail(w, op, http.StatusNotFound, errors.New("this store keeps no hops issued onward"))
+		c.fail(w, r, op, http.StatusNotFound, errors.New("this store keeps no hops issued onward"))
 		return
 	}
 	q := r.URL.Query()
@@ -79,11 +79,6 @@ func (c *console) onward(w http.ResponseWriter, r *http.Request, op *consoleOp) 
 			bad = append(bad, err.Error())
 		}
 	}
-	open, err := c.s.store.Flags(ctx, false)
-	if err != nil {
-		c.fail(w, op, http.StatusServiceUnavailable, fmt.Errorf("the store: %w", err))
-		return
-	}
 	code := http.StatusOK
 	if len(bad) > 0 {
 		v.Err, code = strings.Join(bad, "; "), http.StatusBadRequest
@@ -92,7 +87,7 @@ func (c *console) onward(w http.ResponseWriter, r *http.Request, op *consoleOp) 
 		iq.Limit++ // one more: is there a next page? (maxHopsPage < store.MaxListLimit)
 		hs, err := tr.ListIssued(ctx, iq)
 		if err != nil {
-			c.fail(w, op, http.StatusServiceUnavailable, fmt.Errorf("the store: %w", err))
+			c.fail(w, r, op, http.StatusServiceUnavailable, fmt.Errorf("the store: %w", err))
 			return
 		}
 		if len(hs) > want {
@@ -106,7 +101,7 @@ func (c *console) onward(w http.ResponseWriter, r *http.Request, op *consoleOp) 
 			v.Rows = append(v.Rows, onwardRow{Issued: h, Href: issuedHref(h.Hop)})
 		}
 	}
-	c.render(w, code, "onward", consoleFrame{Title: "Issued", Nav: "onward", Op: op, OpenFlags: len(open), Page: v})
+	c.render(w, r, code, "onward", consoleFrame{Title: "Issued", Nav: "onward", Op: op, Page: v})
 }
 
 // onwardHref is the listing of the hops issued to aud, relative.
@@ -125,7 +120,10 @@ type issuedView struct {
 	Dialog string
 	Chain  template.HTML // its offer alone: the chain it carried is not kept
 	Status *statusView   // the downstream's, verified when taken in
-	Flags  []flagView
+	// Flags: its newest hopFlagsShown flags; MoreFlags, whether it has
+	// older ones.
+	Flags     []flagView
+	MoreFlags bool
 }
 
 // issued shows a hop this gateway issued (the delegator's side).
@@ -134,16 +132,16 @@ func (c *console) issued(w http.ResponseWriter, r *http.Request, op *consoleOp) 
 	hop := r.URL.Query().Get("hop")
 	tr := trackerOf(c.s.store)
 	if tr == nil {
-		c.fail(w, op, http.StatusNotFound, errors.New("this store keeps no hops issued onward"))
+		c.fail(w, r, op, http.StatusNotFound, errors.New("this store keeps no hops issued onward"))
 		return
 	}
 	i, err := tr.IssuedHop(ctx, hop)
 	if errors.Is(err, store.ErrNotFound) {
-		c.fail(w, op, http.StatusNotFound, errors.New("this gateway issued no hop with this id (or it has been swept)"))
+		c.fail(w, r, op, http.StatusNotFound, errors.New("this gateway issued no hop with this id (or it has been swept)"))
 		return
 	}
 	if err != nil {
-		c.fail(w, op, http.StatusServiceUnavailable, fmt.Errorf("the store: %w", err))
+		c.fail(w, r, op, http.StatusServiceUnavailable, fmt.Errorf("the store: %w", err))
 		return
 	}
 	v := issuedView{I: i}
@@ -158,19 +156,15 @@ func (c *console) issued(w http.ResponseWriter, r *http.Request, op *consoleOp) 
 	if i.Status != nil {
 		v.Status = decodeStatus(i.Status, i.StatusForm)
 	}
-	all, err := c.s.store.Flags(ctx, true)
+	// Its flags are the gateway's own, as their delegator (egress.go).
+	fs, more, err := c.flagsOf(ctx, c.s.cfg.Load().Identity.ID, hop)
 	if err != nil {
-		c.fail(w, op, http.StatusServiceUnavailable, fmt.Errorf("the store: %w", err))
+		c.fail(w, r, op, http.StatusServiceUnavailable, fmt.Errorf("the store: %w", err))
 		return
 	}
-	open := 0
-	for _, f := range all {
-		if f.Resolved.IsZero() {
-			open++
-		}
-		if f.Hop == hop && c.issuedFlag(f) {
-			v.Flags = append(v.Flags, c.flagView(f, nil, op, "issued"))
-		}
+	v.MoreFlags = more
+	for _, f := range fs {
+		v.Flags = append(v.Flags, c.flagView(f, nil, nil, op, "issued"))
 	}
-	c.render(w, http.StatusOK, "issued", consoleFrame{Title: "Issued hop " + shortHop(hop), Nav: "onward", Op: op, OpenFlags: open, Page: v})
+	c.render(w, r, http.StatusOK, "issued", consoleFrame{Title: "Issued hop " + shortHop(hop), Nav: "onward", Op: op, Page: v})
 }

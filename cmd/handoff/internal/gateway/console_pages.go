@@ -96,24 +96,15 @@ func (c *console) hops(w http.ResponseWriter, r *http.Request, op *consoleOp) {
 			bad = append(bad, err.Error())
 		}
 	}
-	open, err := c.s.store.Flags(ctx, false)
-	if err != nil {
-		c.fail(w, op, http.StatusServiceUnavailable, fmt.Errorf("the store: %w", err))
-		return
-	}
 	code := http.StatusOK
 	if len(bad) > 0 {
 		v.Err, code = strings.Join(bad, "; "), http.StatusBadRequest
 	} else if v.Aud == "" {
-		flagged := map[store.HopKey]bool{}
-		for _, f := range open {
-			flagged[store.HopKey{Iss: f.Iss, Hop: f.Hop}] = true
-		}
 		want := hq.Limit
 		hq.Limit++ // one more: is there a next page? (maxHopsPage < store.MaxListLimit)
-		recs, err := c.s.store.List(ctx, hq)
+		recs, err := c.st.List(ctx, hq)
 		if err != nil {
-			c.fail(w, op, http.StatusServiceUnavailable, fmt.Errorf("the store: %w", err))
+			c.fail(w, r, op, http.StatusServiceUnavailable, fmt.Errorf("the store: %w", err))
 			return
 		}
 		if len(recs) > want {
@@ -123,11 +114,52 @@ func (c *console) hops(w http.ResponseWriter, r *http.Request, op *consoleOp) {
 			next.Set("after", encodePlace(last.Received, last.Iss, last.Hop))
 			v.Next = template.URL("?" + next.Encode())
 		}
+		flagged, err := c.flaggedAmong(ctx, recs)
+		if err != nil {
+			c.fail(w, r, op, http.StatusServiceUnavailable, fmt.Errorf("the store: %w", err))
+			return
+		}
 		for _, rec := range recs {
 			v.Rows = append(v.Rows, hopRow{Record: rec, Href: hopHref(rec.Iss, rec.Hop), Flagged: flagged[store.HopKey{Iss: rec.Iss, Hop: rec.Hop}]})
 		}
 	}
-	c.render(w, code, "hops", consoleFrame{Title: "Hops", Nav: "hops", Op: op, OpenFlags: len(open), Page: v})
+	c.render(w, r, code, "hops", consoleFrame{Title: "Hops", Nav: "hops", Op: op, Page: v})
+}
+
+// flaggedAmong says which of a page's hops have an open flag: one read
+// of those hops' open flags (store.FlagQuery.Hops), and, in the unlikely
+// case that they have more than a listing's page of them, one read for
+// each hop not yet seen flagged.
+func (c *console) flaggedAmong(ctx context.Context, recs []*store.Record) (map[store.HopKey]bool, error) {
+	flagged := map[store.HopKey]bool{}
+	if len(recs) == 0 {
+		return flagged, nil
+	}
+	keys := make([]store.HopKey, len(recs))
+	for i, rec := range recs {
+		keys[i] = store.HopKey{Iss: rec.Iss, Hop: rec.Hop}
+	}
+	fs, err := c.st.ListFlags(ctx, store.FlagQuery{Open: true, Hops: keys, Limit: store.MaxListLimit})
+	if err != nil {
+		return nil, err
+	}
+	for _, f := range fs {
+		flagged[store.HopKey{Iss: f.Iss, Hop: f.Hop}] = true
+	}
+	if len(fs) < store.MaxListLimit {
+		return flagged, nil
+	}
+	for _, k := range keys {
+		if flagged[k] {
+			continue
+		}
+		fs, err := c.st.ListFlags(ctx, store.FlagQuery{Open: true, Hops: []store.HopKey{k}, Limit: 1})
+		if err != nil {
+			return nil, err
+		}
+		flagged[k] = len(fs) > 0
+	}
+	return flagged, nil
 }
 
 // filters is the listing's query without its place (after).
@@ -204,12 +236,23 @@ type hopView struct {
 	// Statuses: every status sent for the hop, oldest first
 	// (store.Record.Statuses); LastSent: the record holds a last status
 	// (a terminal state recorded with none holds only what came before).
-	Statuses  []*statusView
-	LastSent  bool
-	Onward    []onwardRow
-	OnwardErr string
+	Statuses []*statusView
+	LastSent bool
+	// Onward: the first onwardShown of the hops issued onward for it;
+	// OnwardMore, how many more there are.
+	Onward     []onwardRow
+	OnwardMore int
+	OnwardErr  string
+	// Flags: its newest hopFlagsShown flags; MoreFlags, whether it has
+	// older ones.
 	Flags     []flagView
+	MoreFlags bool
 }
+
+const (
+	onwardShown   = 50  // hops issued onward a hop's page lists
+	hopFlagsShown = 100 // flags a hop's page lists
+)
 
 // onwardRow is a hop issued onward, with its page.
 type onwardRow struct {
@@ -237,19 +280,19 @@ type statusView struct {
 func (c *console) hop(w http.ResponseWriter, r *http.Request, op *consoleOp) {
 	ctx := r.Context()
 	iss, hop := r.URL.Query().Get("iss"), r.URL.Query().Get("hop")
-	rec, err := c.s.store.Get(ctx, iss, hop)
+	rec, err := c.st.Get(ctx, iss, hop)
 	if errors.Is(err, store.ErrNotFound) {
-		c.fail(w, op, http.StatusNotFound, errors.New("no hop of this delegator with this id is recorded (it may have been swept)"))
+		c.fail(w, r, op, http.StatusNotFound, errors.New("no hop of this delegator with this id is recorded (it may have been swept)"))
 		return
 	}
 	if err != nil {
-		c.fail(w, op, http.StatusServiceUnavailable, fmt.Errorf("the store: %w", err))
+		c.fail(w, r, op, http.StatusServiceUnavailable, fmt.Errorf("the store: %w", err))
 		return
 	}
 	v := hopView{Rec: rec, ChainKept: rec.Chain != nil}
 	h, err := rec.Handoff()
 	if err != nil {
-		c.fail(w, op, http.StatusInternalServerError, err)
+		c.fail(w, r, op, http.StatusInternalServerError, err)
 		return
 	}
 	if o, _, err := handoff.UnsafeDecode(h.Offer); err == nil && o != nil {
@@ -270,27 +313,38 @@ func (c *console) hop(w http.ResponseWriter, r *http.Request, op *consoleOp) {
 		if err != nil {
 			v.OnwardErr = err.Error()
 		}
+		if len(is) > onwardShown {
+			is, v.OnwardMore = is[:onwardShown], len(is)-onwardShown
+		}
 		for _, i := range is {
 			v.Onward = append(v.Onward, onwardRow{Issued: i, Href: issuedHref(i.Hop)})
 		}
 	} else {
 		v.OnwardErr = "this store keeps no hops issued onward"
 	}
-	all, err := c.s.store.Flags(ctx, true)
+	fs, more, err := c.flagsOf(ctx, iss, hop)
 	if err != nil {
-		c.fail(w, op, http.StatusServiceUnavailable, fmt.Errorf("the store: %w", err))
+		c.fail(w, r, op, http.StatusServiceUnavailable, fmt.Errorf("the store: %w", err))
 		return
 	}
-	open := 0
-	for _, f := range all {
-		if f.Resolved.IsZero() {
-			open++
-		}
-		if f.Iss == iss && f.Hop == hop {
-			v.Flags = append(v.Flags, c.flagView(f, rec, op, "hop"))
-		}
+	v.MoreFlags = more
+	for _, f := range fs {
+		v.Flags = append(v.Flags, c.flagView(f, rec, nil, op, "hop"))
 	}
-	c.render(w, http.StatusOK, "hop", consoleFrame{Title: "Hop " + shortHop(hop), Nav: "hops", Op: op, OpenFlags: open, Page: v})
+	c.render(w, r, http.StatusOK, "hop", consoleFrame{Title: "Hop " + shortHop(hop), Nav: "hops", Op: op, Page: v})
+}
+
+// flagsOf is a hop's newest hopFlagsShown flags, open or resolved, and
+// whether it has more.
+func (c *console) flagsOf(ctx context.Context, iss, hop string) ([]store.Flag, bool, error) {
+	fs, err := c.st.ListFlags(ctx, store.FlagQuery{Hops: []store.HopKey{{Iss: iss, Hop: hop}}, Limit: hopFlagsShown + 1})
+	if err != nil {
+		return nil, false, err
+	}
+	if len(fs) > hopFlagsShown {
+		return fs[:hopFlagsShown], true, nil
+	}
+	return fs, false, nil
 }
 
 // recheck runs the receiving checks again on the hop's Handoff as the
@@ -360,64 +414,3 @@ func trackerOf(st store.Store) store.Tracker {
 	t, _ := st.(store.Tracker)
 	return t
 }
-
-// flagsView is the flagged list.
-type flagsView struct {
-	All   bool
-	Flags []flagView
-}
-
-// flags lists the flags: the open ones, or all.
-func (c *console) flags(w http.ResponseWriter, r *http.Request, op *consoleOp) {
-	ctx := r.Context()
-	all := r.URL.Query().Get("all") != ""
-	fs, err := c.s.store.Flags(ctx, all)
-	if err != nil {
-		c.fail(w, op, http.StatusServiceUnavailable, fmt.Errorf("the store: %w", err))
-		return
-	}
-	v := flagsView{All: all}
-	open := 0
-	for _, f := range fs {
-		var rec *store.Record
-		if f.Resolved.IsZero() {
-			open++
-			if f.Kind == store.FlagUnknownOutcome {
-				// Whether the hop can still be finished or released.
-				rec, _ = c.s.store.Get(ctx, f.Iss, f.Hop)
-			}
-		}
-		v.Flags = append(v.Flags, c.flagView(f, rec, op, "flags"))
-	}
-	c.render(w, http.StatusOK, "flags", consoleFrame{Title: "Flagged", Nav: "flags", Op: op, OpenFlags: open, Page: v})
-}
-
-// flagView is a flag with the actions the draft allows on it.
-type flagView struct {
-	store.Flag
-	HopHref template.URL
-	// Settle: an unknown outcome of a hop still accepted and not
-	// released: finished as observed, or released (draft "Knowing the
-	// Outcome"). Otherwise an open flag is resolved with a note.
-	Settle bool
-	// Issued: a flag of a hop this gateway issued (HopHref is its page).
-	Issued bool
-	CSRF   string
-	Back   string // "flags", "hop" or "issued": the page an action returns to
-}
-
-func (c *console) flagView(f store.Flag, rec *store.Record, op *consoleOp, back string) flagView {
-	v := flagView{Flag: f, HopHref: hopHref(f.Iss, f.Hop), CSRF: op.CSRF, Back: back}
-	if c.issuedFlag(f) {
-		// A flag of a hop this gateway issued (egress.go): the
-		// delegator's side, which has no outcome to finish or release.
-		v.HopHref, v.Issued = issuedHref(f.Hop), true
-		return v
-	}
-	v.Settle = f.Resolved.IsZero() && f.Kind == store.FlagUnknownOutcome && rec != nil && rec.State == store.Accepted && rec.Released.IsZero()
-	return v
-}
-
-// issuedFlag reports whether f is about a hop this gateway issued: its
-// iss is the gateway's own AgentId.
-func (c *console) issuedFlag(f store.Flag) bool { return f.Iss == c.s.cfg.Load().Identity.ID }

@@ -183,8 +183,8 @@ func (r *egressRoute) serve(w http.ResponseWriter, req *http.Request) {
 	// browser on the host (a cross-origin request carries Origin; a
 	// rebound DNS name, a Host that is not loopback), whose request
 	// would otherwise be signed as the agent.
-	if req.Header.Get("Origin") != "" || !isLoopback(req.Host) {
-		http.Error(w, "Forbidden: the egress takes requests from the agent on this host only (no Origin header, a loopback Host)", http.StatusForbidden)
+	if sfs := req.Header.Get("Sec-Fetch-Site"); req.Header.Get("Origin") != "" || !isLoopback(req.Host) || sfs != "" && sfs != "none" && sfs != "same-origin" {
+		http.Error(w, "Forbidden: the egress takes requests from the agent on this host only (no Origin header, no cross-site Sec-Fetch-Site, a loopback Host)", http.StatusForbidden)
 		return
 	}
 	if r.cfg.Protocol == "a2a" {
@@ -256,7 +256,12 @@ func (e *egress) sign(ctx context.Context, r *egressRoute, dialog string, link *
 		if e.s.links.isStopped(link) {
 			return nil, nil, fmt.Errorf("%w: hop %s of %s", errStopped, link.key.Hop, link.key.Iss)
 		}
-		if rec, err := e.s.store.Get(ctx, link.key.Iss, link.key.Hop); err == nil && (rec.Canceled || rec.Equivocated) {
+		switch rec, err := e.s.store.Get(ctx, link.key.Iss, link.key.Hop); {
+		case err != nil:
+			// Fail safe: a hop canceled on another replica must not be
+			// passed on because its record could not be read.
+			return nil, nil, fmt.Errorf("the record of the inbound hop %s of %s could not be read: %w", link.key.Hop, link.key.Iss, err)
+		case rec.Canceled || rec.Equivocated:
 			// Stopped on another replica.
 			e.s.links.stop(link.key.Iss, link.key.Hop)
 			return nil, nil, fmt.Errorf("%w: hop %s of %s", errStopped, link.key.Hop, link.key.Iss)
@@ -403,7 +408,12 @@ func (e *egress) take(ctx context.Context, r *egressRoute, hop string, st handof
 		return nil
 	}
 	e.s.metrics.egressStatuses.WithLabelValues(r.cfg.Name, string(iss.View)).Inc()
-	r.speaks.Store(true)
+	if _, st, err := handoff.UnsafeDecode(st); err == nil && st != nil && st.Iss == r.cfg.AgentID {
+		// Verified, and signed by the downstream itself (not a third
+		// agent's misdelivered rejection a plain relay passed on): it
+		// runs the checks, and answers a retransmission from its record.
+		r.speaks.Store(true)
+	}
 	if iss.Resolved && r.cfg.Protocol == "a2a" {
 		e.forget(hop) // nothing more to cancel or follow
 	}

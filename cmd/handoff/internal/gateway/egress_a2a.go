@@ -2,6 +2,8 @@ package gateway
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -60,13 +62,17 @@ func (r *egressRoute) sendMessage(w http.ResponseWriter, req *http.Request, body
 		r.forwardA2A(w, req, body, r.e.taskOut(r, t), msg.ID, plain)
 		return
 	}
-	ctx := context.WithoutCancel(req.Context())
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(req.Context()), r.cfg.EffectiveCallTimeout())
+	defer cancel()
 	contextID := str("contextId")
 	link, how, why := r.e.s.links.find(req.Header, contextID)
 	if contextID == "" {
 		// The offer's dialog is the conversation: a new one gets its id
 		// here, as the downstream would have given it one.
-		contextID = "ctx-" + newToken()
+		// Hex: no character a secret's shape could start with (decision 95).
+		var b [12]byte
+		rand.Read(b[:])
+		contextID = "ctx-" + hex.EncodeToString(b[:])
 		m = withMember(m, "contextId", mustJSONValue(contextID))
 	}
 	h, iss, err := r.e.sign(ctx, r, contextID, link, how, why, msg.Method)
@@ -426,18 +432,24 @@ func (e *egress) noteTask(o *outbound, task string) {
 		o.mu.Unlock()
 		return
 	}
+	o.mu.Unlock()
+	e.mu.Lock()
+	k := o.r.cfg.Name + "\x00" + task
+	if held := e.tasks[k]; held != nil && held != o {
+		// A task id another live hop holds stays that hop's: a reply
+		// cannot move it, nor send this hop's cancel to that task.
+		e.mu.Unlock()
+		return
+	}
+	if e.out[o.hop] == o {
+		e.tasks[k] = o
+	}
+	e.mu.Unlock()
+	o.mu.Lock()
 	o.task = task
 	pending := o.pending
 	o.pending = nil
 	o.mu.Unlock()
-	e.mu.Lock()
-	k := o.r.cfg.Name + "\x00" + task
-	if e.out[o.hop] == o && e.tasks[k] == nil {
-		// A task id another live hop holds stays that hop's: a reply
-		// cannot move it.
-		e.tasks[k] = o
-	}
-	e.mu.Unlock()
 	if pending != nil {
 		go func() {
 			ctx, cancel := context.WithTimeout(context.Background(), cancelTimeout)

@@ -67,7 +67,7 @@ func TestLinksFind(t *testing.T) {
 	}{
 		{"header", tokA, tp(trace2), "ctx-b", "hop-a", linkedByHeader, ""},
 		{"trace when no header", "", tp(trace2), "ctx-a", "hop-b", linkedByTrace, ""},
-		{"trace when the header is unknown", "nope", tp(trace1), "", "hop-a", linkedByTrace, ""},
+		{"an unknown header decides alone, whatever the trace says", "nope", tp(trace1), "ctx-a", "", unlinked, "its header names no inbound hop"},
 		{"context", "", "", "ctx-b", "hop-b", linkedByContext, ""},
 		{"a bad traceparent is no trace", "", "00-" + strings.ToUpper(trace1) + "-00f067aa0ba902b7-01", "", "", unlinked, "no Handoff-Link header, no traceparent"},
 		{"nothing", "", "", "", "", unlinked, "no Handoff-Link header, no traceparent and no contextId"},
@@ -501,5 +501,32 @@ func TestEgressCallTimeout(t *testing.T) {
 	}
 	if n := testutil.ToFloat64(gw.metrics.egressStatuses.WithLabelValues("tester", "unknown")); n != 1 {
 		t.Fatalf("%v unknown", n)
+	}
+}
+
+// TestEgressSpeaksOnlyForItself: a route learns that its downstream
+// answers a retransmission from its record only from a status the
+// downstream itself signed; a third agent's misdelivered "rejected"
+// (wrong-audience, D9), which a plain relay may pass on, teaches it
+// nothing, so a lost reply is still never sent again to a plain server.
+func TestEgressSpeaksOnlyForItself(t *testing.T) {
+	var third *handoff.Signer
+	gw, cs, _, _ := egressOnly(t, plainMCP(t, func(h *handoff.Handoff) *handoff.Element {
+		st, err := third.SignStatus(&handoff.Status{Offer: h.Offer.Digest(), Iss: "https://third.example", Aud: "https://coder.example",
+			Iat: time.Now().Unix(), State: handoff.StateRejected, Reason: handoff.ReasonWrongAudience}, handoff.FormJWS)
+		if err != nil {
+			panic(err)
+		}
+		return &st
+	}))
+	third = newSigner(t, gw.keys.Load(), "https://third.example")
+	if _, err := cs.CallTool(context.Background(), call("ok")); err != nil {
+		t.Fatal(err)
+	}
+	if n := testutil.ToFloat64(gw.metrics.egressStatuses.WithLabelValues("tester", "refused")); n != 0 {
+		t.Fatal("the misdelivered status did not verify: the test proves nothing")
+	}
+	if gw.egress.routes[0].speaks.Load() {
+		t.Fatal("a third agent's status taught the route that its downstream speaks the handoff")
 	}
 }

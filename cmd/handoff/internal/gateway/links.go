@@ -38,7 +38,7 @@ import (
 //
 // A link lasts as long as the inbound offer can still be passed on: to
 // its exp plus the skew (a later offer whose iat is past that breaks the
-// chain, draft "Chain"), and ends when the hop is stopped (forget). The
+// chain, draft "Chain"); a stopped hop's link stays, marked (stop). The
 // links are this process's: with replicas, an agent calls out through
 // the gateway that forwarded it the work. They are bounded (maxLinks
 // hops, maxLinkBytes of Handoffs; the expired dropped first, then the
@@ -246,9 +246,13 @@ func (l *links) find(h http.Header, contextID string) (e *inboundLink, how, why 
 		return e
 	}
 	if t := h.Get(LinkHeader); t != "" {
+		// The header decides alone: a token the gateway no longer holds
+		// (expired, evicted) leaves the call unlinked, never linked by
+		// a trace or contextId that another hop may carry now.
 		if e := try(t, linkedByHeader); e != nil {
 			return e, linkedByHeader, ""
 		}
+		return nil, unlinked, strings.Join(tried, "; ")
 	}
 	if id := traceID(h); id != "" {
 		if e := try("trace:"+id, linkedByTrace); e != nil {

@@ -10,6 +10,10 @@ import (
 	"github.com/quantumlearningmachines/handoff/cmd/handoff/internal/safetext"
 )
 
+// Class is the class of the picture's root element, which every rule of
+// its style names first.
+const Class = "handoff-chain"
+
 // SVG draws c as a standalone SVG document, top to bottom: each agent a
 // box, each offer an arrow from its delegator's box to its delegate's,
 // marked with its hop, form and time, what its prev link says, and its
@@ -81,9 +85,12 @@ func (c Chain) SVG(w io.Writer) error {
 		box(o.To, "")
 	}
 	y += pad
-	_, err := fmt.Fprintf(w, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" role="img" aria-label="the chain of offers, oldest first">
+	// Every rule of its style is scoped to the picture (Class): drawn
+	// inline in a page (the operator console's), a <style> applies to the
+	// whole document, where .warn would style the page's own .warn.
+	_, err := fmt.Fprintf(w, `<svg xmlns="http://www.w3.org/2000/svg" class="`+Class+`" width="%d" height="%d" viewBox="0 0 %d %d" role="img" aria-label="the chain of offers, oldest first">
 <defs><marker id="head" viewBox="0 0 10 10" refX="8" refY="5" markerWidth="7" markerHeight="7" orient="auto-start-reverse"><path d="M0,0 L10,5 L0,10 z" fill="#444"/></marker>
-<style>text{font-family:ui-monospace,Menlo,Consolas,monospace;font-size:13px;fill:#222}.agent{font-weight:bold}.warn{fill:#b00020;font-weight:bold}</style></defs>
+<style>.`+Class+` text{font-family:ui-monospace,Menlo,Consolas,monospace;font-size:13px;fill:#222}.`+Class+` .agent{font-weight:bold}.`+Class+` .warn{fill:#b00020;font-weight:bold}</style></defs>
 %s</svg>
 `, width, y, width, y, b.String())
 	return err
