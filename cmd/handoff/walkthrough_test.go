@@ -21,14 +21,7 @@ func TestGatewayWalkthrough(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the command and two servers")
 	}
-	for _, tool := range []string{"curl", "jq"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			if os.Getenv("CI") != "" {
-				t.Fatalf("the walkthrough needs %s (scripts/test.sh installs it)", tool)
-			}
-			t.Skipf("the walkthrough needs %s", tool)
-		}
-	}
+	needTools(t, "curl", "jq")
 	// The sample's addresses: a walkthrough cannot choose its ports.
 	free(t, "127.0.0.1:7000", "127.0.0.1:7001", "127.0.0.1:8443", "127.0.0.1:9443")
 	doc, err := os.ReadFile("../../docs/gateway.md")
@@ -146,14 +139,7 @@ func TestEgressWalkthrough(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the command and two servers")
 	}
-	for _, tool := range []string{"curl", "jq"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			if os.Getenv("CI") != "" {
-				t.Fatalf("the walkthrough needs %s (scripts/test.sh installs it)", tool)
-			}
-			t.Skipf("the walkthrough needs %s", tool)
-		}
-	}
+	needTools(t, "curl", "jq")
 	free(t, "127.0.0.1:7001", "127.0.0.1:7002", "127.0.0.1:8600", "127.0.0.1:8601", "127.0.0.1:8602",
 		"127.0.0.1:8603", "127.0.0.1:8604", "127.0.0.1:9601", "127.0.0.1:9602", "127.0.0.1:9604")
 	doc, err := os.ReadFile("../../docs/gateway.md")
@@ -215,6 +201,20 @@ func free(t *testing.T, addrs ...string) {
 				t.Fatalf("the walkthrough needs %s free: %v", addr, err)
 			}
 			time.Sleep(100 * time.Millisecond)
+		}
+	}
+}
+
+// needTools skips the test when a tool is missing, or fails it under CI
+// (scripts/test.sh installs them).
+func needTools(t *testing.T, tools ...string) {
+	t.Helper()
+	for _, tool := range tools {
+		if _, err := exec.LookPath(tool); err != nil {
+			if os.Getenv("CI") != "" {
+				t.Fatalf("the walkthrough needs %s (scripts/test.sh installs it)", tool)
+			}
+			t.Skipf("the walkthrough needs %s", tool)
 		}
 	}
 }

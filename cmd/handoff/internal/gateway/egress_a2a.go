@@ -14,7 +14,6 @@ import (
 
 	"github.com/a2aproject/a2a-go/a2a"
 	"github.com/a2aproject/a2a-go/a2aext"
-	"github.com/a2aproject/a2a-go/a2asrv"
 	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
 
@@ -476,20 +475,7 @@ func (e *egress) taskOut(r *egressRoute, task string) *outbound {
 // serveCard answers with the downstream's card as the egress route's: the
 // agent's a2a-go client then sends its requests here.
 func (r *egressRoute) serveCard(w http.ResponseWriter, req *http.Request) {
-	card, err := r.card.get(req.Context())
-	if err != nil {
-		http.Error(w, "the downstream's agent card could not be read", http.StatusBadGateway)
-		return
-	}
-	c := *card
-	scheme := "http"
-	if req.TLS != nil {
-		scheme = "https"
-	}
-	c.URL = scheme + "://" + req.Host + r.cfg.Path
-	c.PreferredTransport = a2a.TransportProtocolJSONRPC
-	c.AdditionalInterfaces = []a2a.AgentInterface{{URL: c.URL, Transport: a2a.TransportProtocolJSONRPC}}
-	a2asrv.NewStaticAgentCardHandler(&c).ServeHTTP(w, req)
+	serveCardAt(w, req, &r.card, "downstream", r.cfg.Path, nil)
 }
 
 func mustJSONValue(v any) jsontext.Value { return jsontext.Value(mustJSON(v)) }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -487,9 +488,18 @@ func (c *cardCache) get(ctx context.Context) (*a2a.AgentCard, error) {
 // is the gateway's route, over JSON-RPC, and it lists the handoff
 // extension (required unless the route passes requests without one).
 func (r *route) serveCard(w http.ResponseWriter, req *http.Request) {
-	card, err := r.card.get(req.Context())
+	serveCardAt(w, req, &r.card, "upstream", r.cfg.Path, func(c *a2a.AgentCard) {
+		c.Capabilities.Extensions = append(slices.Clone(c.Capabilities.Extensions), a2ahandoff.CardExtension(r.cfg.WithoutHandoff == "reject"))
+	})
+}
+
+// serveCardAt answers with the card cards holds (the card of the agent
+// behind: whose, for the error) as this listener's at path, over
+// JSON-RPC, edited by edit (nil: as it is).
+func serveCardAt(w http.ResponseWriter, req *http.Request, cards *cardCache, whose, path string, edit func(*a2a.AgentCard)) {
+	card, err := cards.get(req.Context())
 	if err != nil {
-		http.Error(w, "the upstream's agent card could not be read", http.StatusBadGateway)
+		http.Error(w, "the "+whose+"'s agent card could not be read", http.StatusBadGateway)
 		return
 	}
 	c := *card
@@ -497,11 +507,12 @@ func (r *route) serveCard(w http.ResponseWriter, req *http.Request) {
 	if req.TLS != nil {
 		scheme = "https"
 	}
-	c.URL = scheme + "://" + req.Host + r.cfg.Path
+	c.URL = scheme + "://" + req.Host + path
 	c.PreferredTransport = a2a.TransportProtocolJSONRPC
 	c.AdditionalInterfaces = []a2a.AgentInterface{{URL: c.URL, Transport: a2a.TransportProtocolJSONRPC}}
-	c.Capabilities.Extensions = append([]a2a.AgentExtension(nil), card.Capabilities.Extensions...)
-	c.Capabilities.Extensions = append(c.Capabilities.Extensions, a2ahandoff.CardExtension(r.cfg.WithoutHandoff == "reject"))
+	if edit != nil {
+		edit(&c)
+	}
 	a2asrv.NewStaticAgentCardHandler(&c).ServeHTTP(w, req)
 }
 
