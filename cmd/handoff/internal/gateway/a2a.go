@@ -60,6 +60,9 @@ type upstreamA2A struct {
 	shared *sqlTasks
 	// mem keeps the route's tasks when nothing is shared (memtasks.go).
 	mem *memTasks
+	// linkTask notes the upstream's task id doing a hop's work for the
+	// egress's links (links.go); nil without an egress.
+	linkTask func(h *a2ahandoff.Hop, task string)
 	// stopped reads whether the hop's record says canceled or
 	// equivocated (nil: not asked), for a stop verified on another
 	// replica before this one knew the upstream task.
@@ -546,6 +549,9 @@ func (u *upstreamA2A) noteTask(own, up a2a.TaskID, h *a2ahandoff.Hop) {
 	known := u.tasks[own] == up
 	u.tasks[own] = up
 	u.mu.Unlock()
+	if !known && h != nil && u.linkTask != nil {
+		u.linkTask(h, string(up))
+	}
 	if known || u.shared == nil {
 		return
 	}

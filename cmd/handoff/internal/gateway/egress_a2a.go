@@ -31,7 +31,7 @@ func (r *egressRoute) sendMessage(w http.ResponseWriter, req *http.Request, body
 		writeRPCError(w, msg.ID, http.StatusOK, -32602, "handoff egress: "+err.Error())
 		return
 	}
-	m, err := readObject(params["message"], `"params.message"`, "metadata", "contextId", "taskId")
+	m, err := readObject(params["message"], `"params.message"`, "metadata", "contextId", "taskId", "referenceTaskIds")
 	if err != nil || m == nil {
 		writeRPCError(w, msg.ID, http.StatusOK, -32602, "handoff egress: params.message is not a message object")
 		return
@@ -64,7 +64,11 @@ func (r *egressRoute) sendMessage(w http.ResponseWriter, req *http.Request, body
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(req.Context()), r.cfg.EffectiveCallTimeout())
 	defer cancel()
 	contextID := str("contextId")
-	link, how, why := r.e.s.links.find(req.Header, contextID)
+	var refTasks []string
+	if v, ok := m["referenceTaskIds"]; ok {
+		_ = jsonv2.Unmarshal(v, &refTasks)
+	}
+	link, how, why := r.e.s.links.find(req.Header, contextID, refTasks...)
 	if contextID == "" {
 		// The offer's dialog is the conversation: a new one gets its id
 		// here, as the downstream would have given it one.

@@ -70,7 +70,7 @@ func TestLinksFind(t *testing.T) {
 		{"an unknown header decides alone, whatever the trace says", "nope", tp(trace1), "ctx-a", "", unlinked, "its header names no inbound hop"},
 		{"context", "", "", "ctx-b", "hop-b", linkedByContext, ""},
 		{"a bad traceparent is no trace", "", "00-" + strings.ToUpper(trace1) + "-00f067aa0ba902b7-01", "", "", unlinked, "no Handoff-Link header, no traceparent"},
-		{"nothing", "", "", "", "", unlinked, "no Handoff-Link header, no traceparent and no contextId"},
+		{"nothing", "", "", "", "", unlinked, "no Handoff-Link header, no traceparent, no contextId and no referenceTaskIds"},
 		{"unknown everything", "nope", tp("11111111111111111111111111111111"), "ctx-z", "", unlinked, "its header names no inbound hop"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -86,6 +86,12 @@ func TestLinksFind(t *testing.T) {
 				t.Fatalf("got %+v %q %q", e, how, why)
 			}
 		})
+	}
+	// The upstream's task doing a hop's work, named in an outbound
+	// message's referenceTaskIds.
+	l.noteTask("https://planner.example", "hop-b", offer("hop-b", now.Add(time.Minute)), "upstream-task-7", 0)
+	if e, how, _ := l.find(http.Header{}, "ctx-none", "other", "upstream-task-7"); e == nil || e.key.Hop != "hop-b" || how != linkedByContext {
+		t.Fatalf("by referenceTaskIds: %+v %q", e, how)
 	}
 	// A trace another caller's hop carries too names neither: the
 	// caller chose it (ambiguous), and a call linked only by it is

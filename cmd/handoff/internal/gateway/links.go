@@ -63,6 +63,7 @@ type inboundLink struct {
 	size           int    // the Handoff's octets
 	stopped        bool   // the hop was stopped: a call linked to it gets no offer (under links.mu)
 	trace, context string // its other names in links.by ("" for none)
+	task           string // "task:" and the upstream's task id doing its work (A2A)
 }
 
 type links struct {
@@ -123,6 +124,20 @@ func (l *links) note(iss, hop string, h *handoff.Handoff, traceID, contextID str
 	return e.token
 }
 
+// noteTask names the inbound hop (iss, hop) also by the upstream's task
+// id that does its work (A2A): an agent that refers to its own task in
+// an outbound message's referenceTaskIds is linked by it.
+func (l *links) noteTask(iss, hop string, h *handoff.Handoff, taskID string, skew time.Duration) {
+	if l == nil || taskID == "" || l.note(iss, hop, h, "", "", skew) == "" {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if e := l.byHop[store.HopKey{Iss: iss, Hop: hop}]; e != nil {
+		l.rename(e, &e.task, "task:", taskID)
+	}
+}
+
 // rename files e under prefix+id in place of its earlier name of that
 // kind. A name that another live hop carries too is ambiguous: it
 // names neither, until every hop that carried it is gone.
@@ -178,6 +193,7 @@ func (l *links) drop(e *inboundLink) {
 	delete(l.by, e.token)
 	l.unname(e, e.trace)
 	l.unname(e, e.context)
+	l.unname(e, e.task)
 }
 
 // stop marks the link of a stopped hop (canceled, or its offer
@@ -224,7 +240,7 @@ const (
 // find links an outbound request (its headers, and the A2A contextId of
 // its message, "" for none) to an inbound hop: nil and unlinked when
 // none of its names is known and live. why says what was tried.
-func (l *links) find(h http.Header, contextID string) (e *inboundLink, how, why string) {
+func (l *links) find(h http.Header, contextID string, refTasks ...string) (e *inboundLink, how, why string) {
 	if l == nil {
 		return nil, unlinked, "no inbound hop is forwarded by this gateway"
 	}
@@ -264,8 +280,13 @@ func (l *links) find(h http.Header, contextID string) (e *inboundLink, how, why 
 			return e, linkedByContext, ""
 		}
 	}
+	for _, t := range refTasks {
+		if e := try("task:"+t, linkedByContext); e != nil {
+			return e, linkedByContext, ""
+		}
+	}
 	if len(tried) == 0 {
-		return nil, unlinked, "it carries no " + LinkHeader + " header, no traceparent and no contextId"
+		return nil, unlinked, "it carries no " + LinkHeader + " header, no traceparent, no contextId and no referenceTaskIds"
 	}
 	return nil, unlinked, strings.Join(tried, "; ")
 }

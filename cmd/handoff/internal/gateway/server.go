@@ -240,6 +240,11 @@ func (s *Server) newRoute(ctx context.Context, c *Config, res *Resources, rc Rou
 		up.mem = newMemTasks()
 	}
 	up.took = s.metrics.upstreamLatency.WithLabelValues(rc.Name, "a2a")
+	if len(c.Egress.Routes) > 0 {
+		up.linkTask = func(h *a2ahandoff.Hop, task string) {
+			s.links.noteTask(h.Iss, h.ID, h.Handoff, task, s.cfg.Load().Policy.EffectiveSkew())
+		}
+	}
 	o := c.Policy.Options(c.Identity.ID, liveKeys{s})
 	x, err := a2ahandoff.NewExecutor(ctx, up, a2ahandoff.ServerConfig{
 		Delegate: delegate.Config{Options: o, Store: s.store, Signer: res.Signer, OnAnswer: s.answered(rc.Name, c.Identity.ID),
