@@ -73,20 +73,7 @@ func (q IssuedQuery) Check() error {
 	if q.View != "" && !q.View.Valid() {
 		bad = append(bad, fmt.Sprintf("view %q is not a view of an issued hop", q.View))
 	}
-	if q.Limit < 1 || q.Limit > MaxListLimit {
-		bad = append(bad, fmt.Sprintf("limit must be 1 to %d, not %d", MaxListLimit, q.Limit))
-	}
-	if !q.From.IsZero() && !q.To.IsZero() && !q.From.Before(q.To) {
-		bad = append(bad, "from must be before to")
-	}
-	for _, t := range []struct {
-		name string
-		t    time.Time
-	}{{"from", q.From}, {"to", q.To}} {
-		if !t.t.IsZero() && !storable(t.t) {
-			bad = append(bad, fmt.Sprintf("%s %s is outside the years 1678 to 2262 a store can compare", t.name, t.t.Format(time.RFC3339)))
-		}
-	}
+	bad = append(bad, pageProblems(q.Limit, q.From, q.To)...)
 	if q.After != nil && !storable(q.After.Created) {
 		bad = append(bad, "after: a cursor's created time must be a hop's (the years 1678 to 2262)")
 	}

@@ -61,21 +61,7 @@ func (q HopQuery) Check() error {
 	if q.State != "" && !q.State.Valid() {
 		bad = append(bad, fmt.Sprintf("state %q is not a hop state", q.State))
 	}
-	if q.Limit < 1 || q.Limit > MaxListLimit {
-		bad = append(bad, fmt.Sprintf("limit must be 1 to %d, not %d", MaxListLimit, q.Limit))
-	}
-	if !q.From.IsZero() && !q.To.IsZero() && !q.From.Before(q.To) {
-		bad = append(bad, "from must be before to")
-	}
-	// The SQL stores keep times as nanoseconds since 1970 in 64 bits.
-	for _, t := range []struct {
-		name string
-		t    time.Time
-	}{{"from", q.From}, {"to", q.To}} {
-		if !t.t.IsZero() && !storable(t.t) {
-			bad = append(bad, fmt.Sprintf("%s %s is outside the years 1678 to 2262 a store can compare", t.name, t.t.Format(time.RFC3339)))
-		}
-	}
+	bad = append(bad, pageProblems(q.Limit, q.From, q.To)...)
 	if q.After != nil && !storable(q.After.Received) {
 		bad = append(bad, "after: a cursor's received time must be a record's (the years 1678 to 2262)")
 	}
@@ -83,6 +69,27 @@ func (q HopQuery) Check() error {
 		return fmt.Errorf("store: list: %w", errors.New(strings.Join(bad, "; ")))
 	}
 	return nil
+}
+
+// pageProblems are what is wrong with a listing's limit and time window.
+func pageProblems(limit int, from, to time.Time) []string {
+	var bad []string
+	if limit < 1 || limit > MaxListLimit {
+		bad = append(bad, fmt.Sprintf("limit must be 1 to %d, not %d", MaxListLimit, limit))
+	}
+	if !from.IsZero() && !to.IsZero() && !from.Before(to) {
+		bad = append(bad, "from must be before to")
+	}
+	// The SQL stores keep times as nanoseconds since 1970 in 64 bits.
+	for _, t := range []struct {
+		name string
+		t    time.Time
+	}{{"from", from}, {"to", to}} {
+		if !t.t.IsZero() && !storable(t.t) {
+			bad = append(bad, fmt.Sprintf("%s %s is outside the years 1678 to 2262 a store can compare", t.name, t.t.Format(time.RFC3339)))
+		}
+	}
+	return bad
 }
 
 // storable reports whether t fits the SQL stores' 64-bit nanoseconds.

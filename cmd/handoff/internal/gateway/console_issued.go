@@ -7,7 +7,6 @@ import (
 	"html/template"
 	"net/http"
 	"net/url"
-	"strconv"
 	"strings"
 
 	"github.com/quantumlearningmachines/handoff"
@@ -53,26 +52,11 @@ func (c *console) onward(w http.ResponseWriter, r *http.Request, op *consoleOp) 
 	default:
 		bad = append(bad, `resolved: "yes", "no" or nothing`)
 	}
-	if n := q.Get("n"); n != "" {
-		if k, err := strconv.Atoi(n); err != nil || k < 1 || k > maxHopsPage {
-			bad = append(bad, fmt.Sprintf("n: a page holds 1 to %d hops", maxHopsPage))
-		} else {
-			iq.Limit = k
-		}
-	}
-	var err error
-	if iq.From, err = filterTime(v.From); err != nil {
-		bad = append(bad, "from: "+err.Error())
-	}
-	if iq.To, err = filterTime(v.To); err != nil {
-		bad = append(bad, "to: "+err.Error())
-	}
-	if a := q.Get("after"); a != "" {
-		at, aud, hop, err := decodePlace(a)
-		if err != nil {
-			bad = append(bad, "after: not a page of this listing")
-		}
-		iq.After = &store.IssuedCursor{Created: at, Aud: aud, Hop: hop}
+	pg := readPage(q, v.From, v.To, &iq.Limit)
+	iq.From, iq.To = pg.from, pg.to
+	bad = append(bad, pg.bad...)
+	if pg.after != nil {
+		iq.After = &store.IssuedCursor{Created: pg.after.at, Aud: pg.after.who, Hop: pg.after.hop}
 	}
 	if len(bad) == 0 {
 		if err := iq.Check(); err != nil {

@@ -63,27 +63,11 @@ func (c *console) hops(w http.ResponseWriter, r *http.Request, op *consoleOp) {
 		v.Newest = template.URL("./?" + filters(q).Encode())
 	}
 	hq := store.HopQuery{State: store.State(v.State), Iss: v.Iss, Flagged: v.Flagged, Limit: hopsPage}
-	var bad []string
-	if n := q.Get("n"); n != "" {
-		if k, err := strconv.Atoi(n); err != nil || k < 1 || k > maxHopsPage {
-			bad = append(bad, fmt.Sprintf("n: a page holds 1 to %d hops", maxHopsPage))
-		} else {
-			hq.Limit = k
-		}
-	}
-	var err error
-	if hq.From, err = filterTime(v.From); err != nil {
-		bad = append(bad, "from: "+err.Error())
-	}
-	if hq.To, err = filterTime(v.To); err != nil {
-		bad = append(bad, "to: "+err.Error())
-	}
-	if a := q.Get("after"); a != "" {
-		at, iss, hop, err := decodePlace(a)
-		if err != nil {
-			bad = append(bad, "after: not a page of this listing")
-		}
-		hq.After = &store.HopCursor{Received: at, Iss: iss, Hop: hop}
+	pg := readPage(q, v.From, v.To, &hq.Limit)
+	hq.From, hq.To = pg.from, pg.to
+	bad := pg.bad
+	if pg.after != nil {
+		hq.After = &store.HopCursor{Received: pg.after.at, Iss: pg.after.who, Hop: pg.after.hop}
 	}
 	me := c.s.cfg.Load().Identity.ID
 	// Every hop received is addressed to this gateway: an aud filter
@@ -201,6 +185,47 @@ func encodePlace(at time.Time, who, hop string) string {
 }
 
 // decodePlace reads what encodePlace wrote.
+// listPage is what a page of either listing (hops, issued hops) reads from
+// its query: how many, the time window, and where it begins.
+type listPage struct {
+	from, to time.Time
+	after    *place // nil: the newest
+	bad      []string
+}
+
+type place struct {
+	at       time.Time
+	who, hop string
+}
+
+// readPage reads n (into *limit, which keeps its default when n is
+// absent), from, to and after.
+func readPage(q url.Values, from, to string, limit *int) listPage {
+	var pg listPage
+	if n := q.Get("n"); n != "" {
+		if k, err := strconv.Atoi(n); err != nil || k < 1 || k > maxHopsPage {
+			pg.bad = append(pg.bad, fmt.Sprintf("n: a page holds 1 to %d hops", maxHopsPage))
+		} else {
+			*limit = k
+		}
+	}
+	var err error
+	if pg.from, err = filterTime(from); err != nil {
+		pg.bad = append(pg.bad, "from: "+err.Error())
+	}
+	if pg.to, err = filterTime(to); err != nil {
+		pg.bad = append(pg.bad, "to: "+err.Error())
+	}
+	if a := q.Get("after"); a != "" {
+		at, who, hop, err := decodePlace(a)
+		if err != nil {
+			pg.bad = append(pg.bad, "after: not a page of this listing")
+		}
+		pg.after = &place{at: at, who: who, hop: hop}
+	}
+	return pg
+}
+
 func decodePlace(s string) (at time.Time, who, hop string, err error) {
 	b, err := base64.RawURLEncoding.DecodeString(s)
 	if err != nil {
