@@ -26,6 +26,7 @@ var secretShapes = []struct {
 	re    *regexp.Regexp
 	needs string
 	digit bool
+	lead  bool // the match begins with one character that is not the secret's
 }{
 	{what: "a bearer token (an Authorization header's value)", re: regexp.MustCompile(`(?:\bBearer|(?i:authorization)\s*:\s*(?i:bearer))\s+[A-Za-z0-9._~+/-]{16,}=*`), digit: true},
 	{what: "basic credentials (an Authorization header's value)", re: regexp.MustCompile(`(?:\bBasic|(?i:authorization)\s*:\s*(?i:basic))\s+[A-Za-z0-9+/]{12,}={0,2}`), digit: true},
@@ -36,7 +37,7 @@ var secretShapes = []struct {
 	{what: "an AWS access key id", re: regexp.MustCompile(`\b(?:AKIA|ASIA)[A-Z0-9]{16}\b`)},
 	{what: "a GitHub token", re: regexp.MustCompile(`\b(?:gh[pousr]_[A-Za-z0-9]{36,}|github_pat_[A-Za-z0-9_]{40,})\b`)},
 	{what: "a Slack token", re: regexp.MustCompile(`\bxox[abposr]-[A-Za-z0-9-]{10,}`)},
-	{what: "an API secret key (sk-...)", re: regexp.MustCompile(`(?:^|[^A-Za-z0-9_-])sk-(?:proj-|live_|test_)?[A-Za-z0-9_-]{20,}`)},
+	{what: "an API secret key (sk-...)", re: regexp.MustCompile(`(?:^|[^A-Za-z0-9_-])sk-(?:proj-|live_|test_)?[A-Za-z0-9_-]{20,}`), lead: true},
 	{what: "a Stripe secret key", re: regexp.MustCompile(`\b[sr]k_(?:live|test)_[A-Za-z0-9]{16,}`)},
 	{what: "a Google API key", re: regexp.MustCompile(`\bAIza[0-9A-Za-z_-]{35}\b`)},
 }
@@ -163,10 +164,8 @@ func RedactSecrets(s string) string {
 			if sh.digit && !strings.ContainsAny(m, "0123456789") {
 				return m
 			}
-			// Keep what led the match that is not the secret (the
-			// character before "sk-").
-			if lead := m[0]; m[0] != 's' && sh.what == "an API secret key (sk-...)" {
-				return string(lead) + "[redacted]"
+			if sh.lead && m[0] != 's' {
+				return m[:1] + "[redacted]" // the character before "sk-" stays
 			}
 			return "[redacted]"
 		})
