@@ -263,8 +263,8 @@ func (c *Checker) checkOne(ctx context.Context, b *budget, i int, r handoff.Cont
 func (c *Checker) checkDigest(ctx context.Context, b *budget, i int, r handoff.ContextRef, sender string, x *index, salted, required bool) (handoff.RefOutcome, bool, error) {
 	salt, haveSalt := x.salt(i)
 	switch {
-	case salted && haveSalt && len(salt) < MinSaltSize:
-		return handoff.RefUnverifiable, false, fmt.Errorf("%w: it is %d octets", ErrShortSalt, len(salt))
+	case salted && haveSalt && len(salt) != SaltSize:
+		return handoff.RefUnverifiable, false, fmt.Errorf("%w: it is %d octets", ErrSaltSize, len(salt))
 	case !salted && haveSalt:
 		return handoff.RefUnverifiable, false, ErrSaltForDigest
 	}

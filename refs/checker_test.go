@@ -78,12 +78,16 @@ func TestCheckOutcomes(t *testing.T) {
 		{"digest, sha-512", "unimplemented alg: unverifiable for refs", all, sha512, &Material{Octets: at(prompt)}, handoff.RefUnverifiable, ErrUnsupportedAlg},
 		{"salted, octets and salt", "salted-digest: SHA-256 of salt then octets", all, salted, &Material{Octets: at(prompt), Salts: at(salt)}, handoff.RefVerified, nil},
 		{"salted, other octets", "salted-digest", all, salted, &Material{Octets: at(other), Salts: at(salt)}, handoff.RefMismatch, handoff.ErrRefMismatch},
-		{"salted, other salt", "salted-digest", all, salted, &Material{Octets: at(prompt), Salts: at(bytes.Repeat([]byte{7}, 16))}, handoff.RefMismatch, handoff.ErrRefMismatch},
+		{"salted, other salt", "salted-digest", all, salted, &Material{Octets: at(prompt), Salts: at(bytes.Repeat([]byte{7}, SaltSize))}, handoff.RefMismatch, handoff.ErrRefMismatch},
 		{"salted, no salt", "the salt is delivered with the octets", all, salted, &Material{Octets: at(prompt)}, handoff.RefUnverifiable, ErrNoSalt},
-		{"salted, short salt", "salt >= 16 octets", all, salted, &Material{Octets: at(prompt), Salts: at(salt[:15])}, handoff.RefUnverifiable, ErrShortSalt},
+		{"salted, short salt", "a salt is SaltSize octets", all, salted, &Material{Octets: at(prompt), Salts: at(salt[:15])}, handoff.RefUnverifiable, ErrSaltSize},
+		// The boundary between salt and octets is not signed: with salts of
+		// more than one length, the salt followed by the prompt's first
+		// octet and the prompt without it would verify (decision 98).
+		{"salted, boundary moved into the salt", "a salt is SaltSize octets", all, salted, &Material{Octets: at(prompt[1:]), Salts: at(append(append([]byte(nil), salt...), prompt[0]))}, handoff.RefUnverifiable, ErrSaltSize},
 		{"salted, as a plain object", "salted-digest", all, salted, &Material{Objects: []Object{{Octets: prompt}}}, handoff.RefUnverifiable, ErrNoSalt},
 		{"salted, by object", "salted-digest", all, salted, &Material{Objects: []Object{{Octets: prompt, Salt: salt}}}, handoff.RefVerified, nil},
-		{"salted, object with short salt", "salt >= 16 octets", all, salted, &Material{Objects: []Object{{Octets: prompt, Salt: salt[:8]}}}, handoff.RefUnverifiable, ErrNoSalt},
+		{"salted, object with short salt", "a salt is SaltSize octets", all, salted, &Material{Objects: []Object{{Octets: prompt, Salt: salt[:8]}}}, handoff.RefUnverifiable, ErrNoSalt},
 		{"salted, only salt at hand, not required", "not required: never fetched, a salt alone is nothing to check", none, salted, &Material{Salts: at(salt)}, handoff.RefNotChecked, nil},
 		{"salted, only salt at hand, required", "could not obtain the object", all, salted, &Material{Salts: at(salt)}, handoff.RefUnverifiable, ErrNoOctets},
 		{"absolute-URI kind, required", "unknown kinds are unverifiable", all, uriKind, &Material{Octets: at(prompt)}, handoff.RefUnverifiable, ErrUnsupportedKind},

@@ -12,7 +12,7 @@
 // # Kinds
 //
 //   - "digest": dig is SHA-256 of the octets.
-//   - "salted-digest": dig is SHA-256 of a salt (at least 16 random octets)
+//   - "salted-digest": dig is SHA-256 of a salt (32 random octets: SaltSize)
 //     followed by the octets. The salt travels with the octets, never in
 //     the element.
 //   - "learnlog-head": dig is SHA-256 of the JCS (RFC 8785) form of the

@@ -17,8 +17,8 @@ var (
 	ErrNoOctets = errors.New("no octets supplied for the reference")
 	// ErrNoSalt: a "salted-digest" reference without its salt.
 	ErrNoSalt = errors.New("no salt supplied for the salted-digest reference")
-	// ErrShortSalt: a salt shorter than MinSaltSize octets.
-	ErrShortSalt = errors.New("salt is shorter than 16 octets")
+	// ErrSaltSize: a salt that is not SaltSize (32) octets.
+	ErrSaltSize = errors.New("salt is not 32 octets")
 	// ErrSaltForDigest: a salt supplied for a reference of kind "digest",
 	// which has none; the host's material does not fit the reference.
 	ErrSaltForDigest = errors.New("a salt was supplied for a reference of kind digest")

@@ -26,8 +26,7 @@ const MaxRefFile = 64 << 10
 var b64 = base64.RawURLEncoding.Strict()
 
 // ParseSalt decodes a salt given as strict base64url (no padding, no line
-// breaks, canonical final bits) and checks it has at least MinSaltSize
-// octets.
+// breaks, canonical final bits) and checks it has SaltSize octets.
 func ParseSalt(s string) ([]byte, error) {
 	if s == "" {
 		return nil, errors.New("empty salt")
@@ -42,8 +41,8 @@ func ParseSalt(s string) ([]byte, error) {
 	if err != nil {
 		return nil, errors.New("salt is not strict base64url without padding")
 	}
-	if len(b) < MinSaltSize {
-		return nil, fmt.Errorf("%w: it is %d octets", ErrShortSalt, len(b))
+	if len(b) != SaltSize {
+		return nil, fmt.Errorf("%w: it is %d octets", ErrSaltSize, len(b))
 	}
 	return b, nil
 }
@@ -51,7 +50,7 @@ func ParseSalt(s string) ([]byte, error) {
 // ParseRefFile reads a RefFile, JSON or CBOR by content, strictly: no
 // duplicate or unknown members, a ref that fits the data model exactly as
 // the receiver decodes one (it goes through the same decoder), and a salt
-// (text, base64url) only beside a "salted-digest" ref, of at least 16
+// (text, base64url) only beside a "salted-digest" ref, of SaltSize
 // octets.
 func ParseRefFile(b []byte) (RefFile, error) {
 	var f RefFile

@@ -50,7 +50,7 @@ func TestParseRefFileErrors(t *testing.T) {
 		{`{}`, `"ref" is missing`},
 		{`{"ref":{"kind":"digest","dig":` + dig + `},"x":1}`, `unknown member "x"`},
 		{`{"ref":{"kind":"digest","dig":` + dig + `},"salt":"AAAAAAAAAAAAAAAAAAAAAA"}`, `a salt beside a ref of kind "digest"`},
-		{`{"ref":{"kind":"salted-digest","dig":` + dig + `},"salt":"AAAA"}`, "shorter than 16"},
+		{`{"ref":{"kind":"salted-digest","dig":` + dig + `},"salt":"AAAA"}`, "not 32 octets"},
 		{`{"ref":{"kind":"salted-digest","dig":` + dig + `},"salt":7}`, "want base64url text"},
 		{`{"ref":{"kind":"salted-digest","dig":` + dig + `},"salt":"AAAAAAAAAAAAAAAAAAAAAA=="}`, "not base64url"},
 		{`{"ref":{"kind":"digest","dig":{"alg":"sha-256","val":"AAAA"}}}`, `"ref.dig`},
@@ -77,15 +77,16 @@ func TestParseSalt(t *testing.T) {
 		ok    bool
 		short bool
 	}{
-		{"AAAAAAAAAAAAAAAAAAAAAA", true, false},
-		{"AAAAAAAAAAAAAAAAAAAAAB", false, false}, // non-canonical final bits
-		{"AAAAAAAAAAAAAAAAAAAA", false, true},    // 15 octets
+		{"AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA", true, false},
+		{"AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAB", false, false},   // non-canonical final bits
+		{"AAAAAAAAAAAAAAAAAAAAAA", false, true},                         // 16 octets: the draft's minimum, not SaltSize
+		{"AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA", false, true}, // 34 octets
 		{"AAAAAAAAAAAAAAAAAAAAAA==", false, false},
 		{"AAAAAAAAAAA\nAAAAAAAAAAA", false, false}, // the decoder would skip the LF
 		{"", false, false},
 	} {
 		b, err := ParseSalt(tc.in)
-		if (err == nil) != tc.ok || tc.ok && len(b) != 16 || errors.Is(err, ErrShortSalt) != tc.short {
+		if (err == nil) != tc.ok || tc.ok && len(b) != SaltSize || errors.Is(err, ErrSaltSize) != tc.short {
 			t.Errorf("ParseSalt(%q) = %x, %v", tc.in, b, err)
 		}
 	}

@@ -12,7 +12,7 @@ import (
 // read writes out and reads back to the same octets.
 func FuzzParseRefFile(f *testing.F) {
 	f.Add([]byte(`{"ref":{"kind":"digest","dig":{"alg":"sha-256","val":"AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"},"loc":"https://x.example/"}}`))
-	f.Add([]byte(`{"ref":{"kind":"salted-digest","dig":{"alg":"sha-256","val":"AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"}},"salt":"AAAAAAAAAAAAAAAAAAAAAA"}`))
+	f.Add([]byte(`{"ref":{"kind":"salted-digest","dig":{"alg":"sha-256","val":"AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"}},"salt":"AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"}`))
 	f.Add([]byte(`{"ref":{"kind":"urn:x:y","dig":{"alg":"sha-512","val":"AA"},"proof":[1,{"a":null}],"x":1.5}}`))
 	f.Add([]byte("\xa1cref\xa2dkindfdigestcdig\xa2calggsha-256cvalx+AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"))
 	f.Fuzz(func(t *testing.T, b []byte) {
@@ -20,7 +20,7 @@ func FuzzParseRefFile(f *testing.F) {
 		if err != nil {
 			return
 		}
-		if rf.Salt != nil && (len(rf.Salt) < MinSaltSize || rf.Ref.Kind != handoff.KindSaltedDigest) {
+		if rf.Salt != nil && (len(rf.Salt) != SaltSize || rf.Ref.Kind != handoff.KindSaltedDigest) {
 			t.Fatalf("read a salt of %d octets beside kind %q", len(rf.Salt), rf.Ref.Kind)
 		}
 		out, err := rf.MarshalJSON()
@@ -65,7 +65,7 @@ func FuzzCheckDigest(f *testing.F) {
 		fs := c.CheckRefs(context.Background(), delegator, []handoff.ContextRef{r}, m)
 		same := bytes.Equal(octets, supplied)
 		if salted {
-			same = same && bytes.Equal(salt, suppliedSalt) && len(salt) >= MinSaltSize
+			same = same && bytes.Equal(salt, suppliedSalt) && len(salt) == SaltSize
 		}
 		if got := fs[0].Outcome == handoff.RefVerified; got != same {
 			t.Fatalf("verified = %v, want %v (%v)", got, same, fs[0].Err)
@@ -76,10 +76,11 @@ func FuzzCheckDigest(f *testing.F) {
 	})
 }
 
-// FuzzParseSalt: a salt is read only from strict base64url of at least 16
+// FuzzParseSalt: a salt is read only from strict base64url of SaltSize
 // octets, which it encodes back to.
 func FuzzParseSalt(f *testing.F) {
 	f.Add("AAAAAAAAAAAAAAAAAAAAAA")
+	f.Add("AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA")
 	f.Add("AAAAAAAAAAAAAAAAAAAAAB")
 	f.Add("AAAA\nAAAAAAAAAAAAAAAAAA")
 	f.Fuzz(func(t *testing.T, s string) {
@@ -87,7 +88,7 @@ func FuzzParseSalt(f *testing.F) {
 		if err != nil {
 			return
 		}
-		if len(b) < MinSaltSize || b64.EncodeToString(b) != s {
+		if len(b) != SaltSize || b64.EncodeToString(b) != s {
 			t.Fatalf("ParseSalt(%q) = %x", s, b)
 		}
 	})

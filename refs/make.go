@@ -9,12 +9,12 @@ import (
 	"github.com/quantumlearningmachines/handoff"
 )
 
-// MinSaltSize is the draft's lower bound on a "salted-digest" salt: at
-// least 16 octets from a cryptographically secure random source.
-const MinSaltSize = 16
-
-// SaltSize is the length of the salts NewSalt makes: twice the minimum,
-// since a salt costs nothing and its only job is to be unguessable.
+// SaltSize is the one length of a "salted-digest" salt: 32 octets from a
+// cryptographically secure random source (the draft asks for at least 16).
+// One length, not a minimum: dig is SHA-256 of salt followed by octets, so
+// with salts of several lengths the same dig verifies other octets too,
+// the boundary moved (a 48-octet salt that holds the first 16 octets of a
+// prompt verifies the prompt without its preamble). Decision 98.
 const SaltSize = 32
 
 // NewDigestRef returns a reference of kind "digest" naming octets by their

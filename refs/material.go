@@ -73,8 +73,8 @@ func (x *index) build() {
 			x.digests = append(x.digests, objectDigest{false, sha256.Sum256(o.Octets)})
 			continue
 		}
-		if len(o.Salt) < MinSaltSize {
-			continue // never matches: a short salt cannot verify anything
+		if len(o.Salt) != SaltSize {
+			continue // never matches: only a salt of SaltSize verifies anything
 		}
 		x.digests = append(x.digests, objectDigest{true, [32]byte(SaltedDigest(o.Salt, o.Octets).Val)})
 	}

@@ -590,7 +590,7 @@ func scriptWsprefix(ts *testscript.TestScript, neg bool, args []string) {
 // "salt" iff KIND is salted-digest); ref has exactly kind KIND, dig
 // {alg: "sha-256", val: base64url SHA-256 of FILE's octets, after the
 // salt for salted-digest}, and loc LOC when LOC is given and not "-"; the
-// salt is strict base64url of at least 16 octets. Sets VAR to the salt.
+// salt is strict base64url of 32 octets (refs.SaltSize). Sets VAR to the salt.
 func scriptCheckref(ts *testscript.TestScript, neg bool, args []string) {
 	scriptNoNeg(ts, neg, "checkref")
 	if len(args) < 3 || len(args) > 5 {
@@ -633,8 +633,8 @@ func scriptCheckref(ts *testscript.TestScript, neg bool, args []string) {
 		var s string
 		ts.Check(json.Unmarshal(top["salt"], &s))
 		var err error
-		if salt, err = scriptB64.Strict().DecodeString(s); err != nil || len(salt) < 16 || strings.ContainsAny(s, "=\r\n") {
-			ts.Fatalf("%s: salt %q is not base64url of at least 16 octets", args[0], s)
+		if salt, err = scriptB64.Strict().DecodeString(s); err != nil || len(salt) != 32 || strings.ContainsAny(s, "=\r\n") {
+			ts.Fatalf("%s: salt %q is not base64url of 32 octets", args[0], s)
 		}
 		if len(args) == 5 {
 			ts.Setenv(args[4], s)
