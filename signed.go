@@ -68,6 +68,15 @@ func ParseElement(b []byte) Element {
 	return elementFromText(string(trimSpace(b)))
 }
 
+// ParseElementText reads a signed element carried as text (a JSON string,
+// A2A metadata, MCP _meta): compact JWS, or base64url COSE_Sign1; never
+// raw COSE octets, which text cannot hold (ParseElement takes a first
+// octet 0xd2 for one, and a string may begin with that octet: "ҿ").
+// Leading and trailing ASCII white space is ignored.
+func ParseElementText(s string) Element {
+	return elementFromText(string(trimSpace([]byte(s))))
+}
+
 func trimSpace(b []byte) []byte {
 	for len(b) > 0 && isJSONSpace(b[0]) {
 		b = b[1:]

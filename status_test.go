@@ -127,3 +127,26 @@ func TestSignRefusesWhatNoReceiverAccepts(t *testing.T) {
 		}
 	}
 }
+
+// TestParseElementText: a status carried as text (draft "Signing": text
+// with a period is a JWS, text without one base64url COSE) is read as text
+// only: a string whose first octet is 0xd2 is not raw COSE_Sign1 octets,
+// which text cannot hold (FuzzMeta found "ҿ" read as such).
+func TestParseElementText(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		form Form
+	}{
+		{"eyJhbGciOiJFUzI1NiJ9.e30.AA", FormJWS},
+		{" 0oRDoQEmoFBAAA \n", FormCOSE},
+		{"ҿ", FormInvalid},
+		{"a=", FormInvalid},
+	} {
+		if el := ParseElementText(tc.in); el.Form != tc.form {
+			t.Errorf("ParseElementText(%q) is %v, want %v", tc.in, el.Form, tc.form)
+		}
+	}
+	if el := ParseElement([]byte("ҿ")); el.Form != FormCOSE {
+		t.Errorf("ParseElement of octets d2 bf is %v: raw COSE by its tag", el.Form)
+	}
+}

@@ -209,7 +209,7 @@ func statusValue(v any) (handoff.Element, error) {
 			return handoff.Element{}, metadataErrorf("a2ahandoff: metadata %s: character %q at %d is neither base64url nor a JWS period", Key, c, i)
 		}
 	}
-	el := handoff.ParseElement([]byte(s))
+	el := handoff.ParseElementText(s)
 	if el.Form == handoff.FormInvalid {
 		return handoff.Element{}, metadataErrorf("a2ahandoff: metadata %s: text is neither a compact JWS nor base64url", Key)
 	}

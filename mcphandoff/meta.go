@@ -118,7 +118,7 @@ func statusValue(v any) (handoff.Element, error) {
 	if !ok {
 		return handoff.Element{}, fmt.Errorf("%w: the status under %q is a %T, want a string (compact JWS or base64url COSE)", ErrMeta, Key, v)
 	}
-	el := handoff.ParseElement([]byte(s))
+	el := handoff.ParseElementText(s)
 	if el.Form == handoff.FormInvalid || len(el.Octets) == 0 {
 		return handoff.Element{}, fmt.Errorf("%w: the status under %q is neither a compact JWS nor base64url COSE", ErrMeta, Key)
 	}

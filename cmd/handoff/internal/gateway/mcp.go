@@ -529,7 +529,7 @@ func (m *mcpRoute) cancelled(w http.ResponseWriter, req *http.Request, p rpcPara
 		m.s.log.Warn("a cancel's _meta value is not a string (compact JWS or base64url COSE): ignored", "route", m.cfg.Name)
 		return
 	}
-	el := handoff.ParseElement([]byte(s))
+	el := handoff.ParseElementText(s)
 	_, st, err := handoff.UnsafeDecode(el)
 	if err != nil || st == nil || st.State != handoff.StateCanceled {
 		m.s.log.Warn("a notifications/cancelled carries no signed canceled status: ignored", "route", m.cfg.Name)
