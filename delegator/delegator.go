@@ -224,6 +224,11 @@ func (d *Delegator) Intake(ctx context.Context, hop string, status handoff.Eleme
 		}
 		err := d.c.Store.SetView(ctx, hop, h.View, to, resolved, status.Octets, status.Form)
 		if err == nil {
+			if to == store.ViewRejected && surroundings(s.Reason) {
+				if err := d.doubt(ctx, h, s.Reason); err != nil {
+					return nil, err
+				}
+			}
 			return d.c.Store.IssuedHop(ctx, hop)
 		}
 		if !errors.Is(err, store.ErrConflict) {
@@ -233,6 +238,35 @@ func (d *Delegator) Intake(ctx context.Context, hop string, status handoff.Eleme
 			return nil, err
 		}
 	}
+}
+
+// surroundings reports whether a rejection's reason is one the unsigned
+// parts around an offer can cause: its chain (broken-chain, cycle,
+// too-deep), the host's dialog, a credential or the chain policy (policy),
+// or the objects its references name (unverifiable-ref, ref-mismatch).
+func surroundings(r handoff.Reason) bool {
+	switch r {
+	case handoff.ReasonBrokenChain, handoff.ReasonCycle, handoff.ReasonTooDeep, handoff.ReasonPolicy,
+		handoff.ReasonUnverifiableRef, handoff.ReasonRefMismatch:
+		return true
+	}
+	return false
+}
+
+// doubt flags a rejection the delegator's own message may not have
+// caused. The rejection stands (the delegate did not take the work, so the
+// work may be offered again), but an on-path party that delivered the
+// offer first with junk around it gets that same rejection recorded for
+// the hop, and this delegator cannot tell: the operator looks, and offers
+// the work again under a new hop (Offer; never the old octets), over an
+// authenticated channel where it can.
+func (d *Delegator) doubt(ctx context.Context, h *store.Issued, r handoff.Reason) error {
+	_, err := d.c.Store.Raise(ctx, store.Flag{Kind: store.FlagDoubtfulRejection, Iss: d.c.Me, Hop: h.Hop, Created: d.c.Now(),
+		Key: "rejected " + string(r),
+		Detail: fmt.Sprintf("the delegate %s rejected the hop with reason %q, which the unsigned parts around the offer (chain, dialog, "+
+			"credential, references' octets) can cause: if this delegator sent them right, someone else delivered the offer first; "+
+			"the work was not taken, and may be offered again under a new hop", h.Aud, r)})
+	return err
 }
 
 // terminal: the delegate's last word on the hop is known (canceled is the

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -496,6 +497,54 @@ func TestNoChain(t *testing.T) {
 			}
 			if res.ChainQuality != wantQ {
 				t.Fatalf("chain quality %s, want %s", res.ChainQuality, wantQ)
+			}
+		})
+	}
+}
+
+// docs/threat-model.md, "An on-path party delivers the offer first": a
+// rejection for a reason the unsigned parts around an offer can cause
+// (its chain, the host's dialog, a credential, references' octets) is
+// flagged to the operator, once however often it is resent; the hop is
+// rejected and resolved all the same (the work was not taken). A reason
+// about the signed offer itself is no doubt.
+func TestDoubtfulRejectionFlagged(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		reason handoff.Reason
+		flag   bool
+	}{
+		{handoff.ReasonBrokenChain, true},
+		{handoff.ReasonPolicy, true},
+		{handoff.ReasonRefMismatch, true},
+		{handoff.ReasonCycle, true},
+		{handoff.ReasonUntrustedKey, false},
+		{handoff.ReasonEquivocation, false},
+	} {
+		t.Run(string(tc.reason), func(t *testing.T) {
+			w := newWorld(t, "planner", "coder")
+			s := store.NewMemory(w.now)
+			d := w.delegator("planner", s)
+			_, h := issue(t, d, "w1")
+			st := w.status("coder", h, handoff.StateRejected, tc.reason)
+			for range 2 {
+				r, err := d.Intake(ctx, h.Hop, st)
+				if err != nil || r.View != store.ViewRejected || !r.Resolved {
+					t.Fatalf("%+v %v: want rejected, resolved", r, err)
+				}
+			}
+			flags, err := d.Flags(ctx, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			n := 0
+			for _, f := range flags {
+				if f.Kind == store.FlagDoubtfulRejection && f.Hop == h.Hop && strings.Contains(f.Detail, string(tc.reason)) {
+					n++
+				}
+			}
+			if want := map[bool]int{true: 1, false: 0}[tc.flag]; n != want || len(flags) != want {
+				t.Fatalf("flags %+v: want %d doubtful-rejection flag", flags, want)
 			}
 		})
 	}

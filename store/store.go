@@ -153,6 +153,12 @@ const (
 	FlagEquivocation      = "equivocation"       // a second offer for a remembered (iss, hop)
 	FlagConflictingInputs = "conflicting-inputs" // inputs that contradict each other or the record
 	FlagUnknownOutcome    = "unknown-outcome"    // a hop whose outcome cannot be learned
+	// FlagDoubtfulRejection: a delegator's hop rejected for a reason
+	// the unsigned parts around its offer can cause (a chain, the host's
+	// dialog, a credential, references' octets): an on-path party that
+	// delivered the offer first with junk around it gets the same
+	// rejection recorded (docs/threat-model.md).
+	FlagDoubtfulRejection = "doubtful-rejection"
 )
 
 // Flag is something the operator must look at.
