@@ -15,7 +15,8 @@ import (
 // The module's packages stand on floors, and an import goes down a floor
 // or stays on its own, never up: primitives (internal/, trust), the
 // element (this package), what uses it (refs, store), the two sides
-// (delegate, delegator) and the store conformance suite, the SQL stores
+// (delegate, delegator), the store conformance suite and the conformance
+// kit's harness, the SQL stores
 // and carriers built on them, and the programs (cmd/). Packages under internal/ import
 // nothing of the module outside internal/. A new package must be given a
 // floor here.
@@ -36,6 +37,8 @@ var floors = []struct {
 	{4, "store/postgres"},
 	{4, "a2ahandoff"},
 	{4, "mcphandoff"},
+	{3, "conformance"},           // the kit's harness and this module's driver of it
+	{5, "conformance/internal/"}, // testlog, a program of scripts/test.sh
 	{5, "cmd/"},
 }
 

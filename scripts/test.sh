@@ -93,7 +93,15 @@ echo "== go vet"
 go vet ./...
 
 echo "== go test -race"
-go test -race -count=1 -timeout 20m ./...
+# -json, so that every test that passed is recorded (testlog prints what a
+# plain go test would): those are the checks docs/conformance.md is made
+# from, and the next step fails when a check a requirement counts on did
+# not run.
+checks=$(mktemp "${TMPDIR:-/tmp}/handoff-checks.XXXXXX")
+go test -race -count=1 -timeout 20m -json ./... | go run ./conformance/internal/testlog -checks "$checks"
+
+echo "== docs/conformance.md, from the checks this run emitted ($checks)"
+HANDOFF_CHECKS="$checks" go test -count=1 -run '^TestConformanceDoc$' ./conformance
 
 echo "== go test, tests the race detector cannot run"
 # sync.Pool drops items under -race, so the allocation counts are checked

@@ -64,6 +64,15 @@ var helps = map[string]struct{ about, example string }{
 		"Runs an assistant, a planner, a coder and a tester as real A2A and MCP agents on this machine and plays seven\n" +
 			"scenarios (a chain of handoffs, a replay, an equivocation, a broken chain, a cancel...), one line each.",
 		"handoff demo"},
+	"conformance": {
+		"Runs the conformance kit (conformance/README.md: one JSON file per vector, each naming the draft's\n" +
+			"requirements it checks) against an implementation, and prints a table per vector and per requirement,\n" +
+			"with the share of MUST and SHOULD rows that pass; a row no vector tests counts against it. --exec runs\n" +
+			"a driver that answers JSON lines; --cli drives a binary with this command's verify, verify-status,\n" +
+			"offer and status. Exit 0 when every case passes (or does not, as --baseline lists), 1 when a case failed\n" +
+			"or was not tested (the driver skipped it), 2 when the harness or the driver broke (the table and\n" +
+			"results.json then hold the cases before).",
+		"handoff conformance --kit conformance/v1 --exec 'handoff conformance --driver'"},
 	"serve": {
 		"Runs the gateway: the receiving checks, the durable hop record and signed statuses in front of an\n" +
 			"unmodified A2A agent or MCP server (docs/gateway.md); with egress routes, offers signed for the agent's own\n" +

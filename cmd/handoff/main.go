@@ -37,6 +37,9 @@ const usage = `Usage:
     handoff trust add --id ID KEYFILE [TRUSTFILE]
     handoff trust list TRUSTFILE
     handoff serve --config FILE [--validate-only] [--print-schema]
+    handoff conformance (--exec COMMAND | --cli PATH | --driver) [--kit DIR]
+                  [--baseline FILE] [--results FILE] [--run REGEXP]
+                  [--corpus-digest HEX] [--timeout DURATION]
     handoff help [COMMAND]
     handoff version
 
@@ -105,6 +108,7 @@ var commands = map[string]func(env, []string) error{
 	"demo":          cmdDemo,
 	"trust":         cmdTrust,
 	"serve":         cmdServe,
+	"conformance":   cmdConformance,
 	"version":       cmdVersion,
 }
 

@@ -292,6 +292,7 @@ func (g *gen) cases() {
 	g.bounds()
 	g.sequences()
 	g.edges()
+	g.policies()
 	g.absentD7()
 }
 

@@ -41,11 +41,22 @@ type expect struct {
 	Offer  *string `json:"offer"`
 	Index  *int    `json:"index,omitempty"`
 	Member *string `json:"member,omitempty"`
+	// AlsoAccept: other reasons taken as right, only where SPEC.md leaves
+	// two genuinely indistinguishable.
+	AlsoAccept []string `json:"also_accept,omitempty"`
 }
 
 type options struct {
-	MaxChain         int  `json:"max_chain"`
-	RequireFullChain bool `json:"require_full_chain"`
+	MaxChain         int      `json:"max_chain"`
+	RequireFullChain bool     `json:"require_full_chain"`
+	Origins          []string `json:"origins,omitempty"` // with require_full_chain: who may start a chain
+	// RequireRefs: every ref of the offer must verify (step 7), against
+	// RefOctets: the octets of ref i (text), by index.
+	RequireRefs bool              `json:"require_refs,omitempty"`
+	RefOctets   map[string]string `json:"ref_octets,omitempty"`
+	RefSalts    map[string]string `json:"ref_salts,omitempty"` // index to the salt of a salted-digest ref, in hex
+	// MemorySince: the receiver's replay memory began at this Unix second.
+	MemorySince int64 `json:"memory_since,omitempty"`
 }
 
 type step struct {
@@ -143,12 +154,16 @@ func (v *V) at(index int, member string) *V {
 	return v
 }
 
-func (v *V) me(id string) *V         { v.out.Me = id; return v }
-func (v *V) at_now(t int64) *V       { v.out.Now = t; return v }
-func (v *V) dialog(d string) *V      { v.out.Dialog = d; return v }
-func (v *V) maxChain(n int) *V       { v.out.Options.MaxChain = n; return v }
-func (v *V) full() *V                { v.out.Options.RequireFullChain = true; return v }
-func (v *V) note(s string) *V        { v.out.Note = s; return v }
+func (v *V) me(id string) *V    { v.out.Me = id; return v }
+func (v *V) at_now(t int64) *V  { v.out.Now = t; return v }
+func (v *V) dialog(d string) *V { v.out.Dialog = d; return v }
+func (v *V) maxChain(n int) *V  { v.out.Options.MaxChain = n; return v }
+func (v *V) full() *V           { v.out.Options.RequireFullChain = true; return v }
+func (v *V) note(s string) *V   { v.out.Note = s; return v }
+func (v *V) alsoAccept(r string) *V {
+	v.out.Expected.AlsoAccept = append(v.out.Expected.AlsoAccept, r)
+	return v
+}
 func (v *V) offerDigest(b []byte) *V { v.out.Expected.Offer = digestOf(b); return v }
 func (v *V) nullOffer() *V           { v.out.Expected.Offer = nil; return v }
 
@@ -169,7 +184,17 @@ type gen struct {
 
 func main() {
 	out := flag.String("out", "testdata/vectors", "output directory")
+	kit := flag.String("kit", "", "instead: make the conformance kit in `DIR` (e.g. conformance/v1) from the vectors in -out, without signing anything")
+	requirements := flag.String("requirements", "conformance/requirements.yaml", "with -kit: the requirements file")
+	schema := flag.String("schema", "conformance/vector.schema.json", "with -kit: the vector schema")
 	flag.Parse()
+	if *kit != "" {
+		if err := makeKit(*out, *kit, *requirements, *schema); err != nil {
+			fmt.Fprintln(os.Stderr, "vectorgen:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	g := &gen{dir: *out, agents: map[string]*agent{}, byID: map[string]*agent{}, files: map[string]bool{}}
 	if err := g.run(); err != nil {
 		fmt.Fprintln(os.Stderr, "vectorgen:", err)
