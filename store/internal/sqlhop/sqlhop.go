@@ -178,7 +178,10 @@ func Open(ctx context.Context, db *sql.DB, d Dialect, now time.Time) (*DB, error
 	// before: a bound could starve a transaction that waits on a read.
 	db.SetMaxIdleConns(maxIdle)
 	s := &DB{db: db, d: d, issFew: issFew}
-	if err := s.migrate(ctx, now); err != nil {
+	// Processes opening a new file together race for its first lock (the
+	// switch to WAL, the first write): a migration refused as busy did
+	// nothing, so it is made again (retryBusy), like any other write.
+	if err := retryBusy(ctx, s.d, func() error { return s.migrate(ctx, now) }); err != nil {
 		return nil, err
 	}
 	b := d.bind
