@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"sync/atomic"
 	"unicode/utf8"
 
 	"github.com/go-json-experiment/json"
@@ -27,6 +28,23 @@ type Key struct {
 type Config struct {
 	keys   map[string][]Key
 	agents []string // in the order first added
+	gen    uint64   // see Generation
+}
+
+// generations numbers the states of every Config in the process.
+var generations atomic.Uint64
+
+// Generation identifies this Config's current set of keys: no two
+// non-empty Configs share one, and Add gives a Config a new one. A cache
+// of verifications (handoff.ChainCache) keys its entries by it, so that a
+// change of trust, a reloaded file or an added key, is never answered
+// from what the old keys verified. An empty Config's generation is 0,
+// which such a cache takes as "none" and is then not used.
+func (c *Config) Generation() uint64 {
+	if c == nil {
+		return 0
+	}
+	return c.gen
 }
 
 // New returns an empty Config.
@@ -82,6 +100,7 @@ func (c *Config) add(agent string, k Key) {
 		c.agents = append(c.agents, agent)
 	}
 	c.keys[agent] = append(c.keys[agent], k)
+	c.gen = generations.Add(1)
 }
 
 // Keys returns the keys bound to iss; when kid != "" only those whose Kid
@@ -280,6 +299,9 @@ func Parse(b []byte) (*Config, error) {
 		}
 		c.agents = append(c.agents, id)
 		c.keys[id] = bound
+	}
+	if len(c.keys) > 0 {
+		c.gen = generations.Add(1)
 	}
 	return c, nil
 }

@@ -435,3 +435,37 @@ func TestConcurrentReads(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+// TestGeneration: every Config with keys has a generation of its own,
+// and Add gives it a new one (handoff.ChainCache keys on it, so that a
+// change of trust is never answered from what other keys verified).
+func TestGeneration(t *testing.T) {
+	a, err := Parse([]byte(`{"agents":[]}`))
+	if err != nil || a.Generation() != 0 || (*Config)(nil).Generation() != 0 {
+		t.Fatalf("an empty Config: %v %d", err, a.Generation())
+	}
+	k, _ := NewKey(&newPriv(t).PublicKey)
+	b, c := New(), New()
+	if err := b.Add("https://a.example", k); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Add("https://a.example", k); err != nil {
+		t.Fatal(err)
+	}
+	g := b.Generation()
+	if g == 0 || c.Generation() == g {
+		t.Fatalf("generations %d and %d", g, c.Generation())
+	}
+	js, err := b.MarshalJSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := Parse(js)
+	if err != nil || d.Generation() == 0 || d.Generation() == g {
+		t.Fatalf("a parsed Config: %v, generation %d", err, d.Generation())
+	}
+	k2, _ := NewKey(&newPriv(t).PublicKey)
+	if err := b.Add("https://b.example", k2); err != nil || b.Generation() == g {
+		t.Fatalf("Add kept generation %d: %v", g, err)
+	}
+}
