@@ -1,6 +1,7 @@
 package handoff
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"fmt"
 	"math"
@@ -118,6 +119,26 @@ type decoder struct {
 	r   wire.Reader // by value: a pointer field would leak with sl, moving the Reader to the heap
 	lim Limits
 	sl  *digestSlab
+	// arena is where a Handoff's chain elements keep their octets: a few
+	// allocations for a chain, not one per element.
+	arena []byte
+}
+
+// keep returns a copy of a chain element's octets (t, just read), carved
+// from the arena. An arena is as large as what is left of the input
+// after t (the rest of the chain cannot be more), up to 64 KiB: one
+// allocation for a chain of 16 elements of 1 KiB, none wasted; an element
+// past 8 KiB has a copy of its own.
+func (d *decoder) keep(t []byte) []byte {
+	if len(t) > 8<<10 {
+		return bytes.Clone(t)
+	}
+	if cap(d.arena)-len(d.arena) < len(t) {
+		d.arena = make([]byte, 0, min(len(t)+d.r.Left(), max(64<<10, len(t))))
+	}
+	n := len(d.arena)
+	d.arena = append(d.arena, t...)
+	return d.arena[n:len(d.arena):len(d.arena)]
 }
 
 // wrongType reads the next value whole and returns the fault of a member

@@ -209,11 +209,22 @@ func (d *decoder) carried(enc Encoding, inChain bool) (Element, error) {
 		v := d.r.Any()
 		return Element{}, malformed("", "is %s, want a signed element", wire.TypeName(v))
 	}
-	t := d.r.TextBytes()
 	var el Element
 	var err error
-	if dots, compact := compactText(t); dots > 0 || !compact && bytes.IndexByte(t, '.') >= 0 {
-		el = Element{Form: FormJWS, Octets: bytes.Clone(t)}
+	var dots int
+	t, compact := d.r.TextIn(&notCompact) // JSON, one pass: the string and its alphabet
+	if compact {
+		dots = bytes.Count(t, dot)
+	} else {
+		t = d.r.TextBytes()
+		dots, compact = compactText(t)
+	}
+	if dots > 0 || !compact && bytes.IndexByte(t, '.') >= 0 {
+		if inChain {
+			el = Element{Form: FormJWS, Octets: d.keep(t)}
+		} else {
+			el = Element{Form: FormJWS, Octets: bytes.Clone(t)}
+		}
 		if !compact || dots != 2 || t[0] == '.' || t[len(t)-1] == '.' || bytes.Contains(t, dotdot) {
 			// Text with a period is a JWS (its octets give the digest), but
 			// one that is not three base64url parts breaks the CDDL (D3).

@@ -1,6 +1,7 @@
 package wire
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"unicode/utf8"
@@ -494,6 +495,55 @@ func (r *Reader) text() ([]byte, int) {
 		return nil, -1
 	}
 	return []byte(s), -1
+}
+
+// TextIn reads a JSON text value whose octets all have a zero entry in
+// notIn, and returns them (aliasing the input) with true; for any other
+// value, and in CBOR, it reads nothing and returns false. notIn must be
+// non-zero for '"', '\\', the control octets and those of 0x80 and above:
+// a string of the others has no escape and is valid UTF-8, so its octets
+// between the quotes are its text, and one pass over them is both the
+// caller's check of its alphabet and the parser's of the string. (A
+// signed element in a chain is 1 KiB or more of base64url: text() would
+// scan it, then the caller again.)
+func (r *Reader) TextIn(notIn *[256]byte) ([]byte, bool) {
+	if r.err != nil || r.cbor {
+		return nil, false
+	}
+	p := &r.j
+	p.ws()
+	if p.i >= len(p.b) || p.b[p.i] != '"' {
+		return nil, false
+	}
+	end := bytes.IndexByte(p.b[p.i+1:], '"')
+	if end < 0 {
+		return nil, false
+	}
+	span := p.b[p.i+1 : p.i+1+end : p.i+1+end]
+	var bad byte
+	n := 0
+	for ; len(span)-n >= 8; n += 8 {
+		w := span[n : n+8 : n+8]
+		bad |= notIn[w[0]] | notIn[w[1]] | notIn[w[2]] | notIn[w[3]] |
+			notIn[w[4]] | notIn[w[5]] | notIn[w[6]] | notIn[w[7]]
+	}
+	for _, c := range span[n:] {
+		bad |= notIn[c]
+	}
+	if bad != 0 {
+		return nil, false
+	}
+	p.i += end + 2
+	return span, true
+}
+
+// Left is how many octets of the input are still to be read: a bound on
+// the size of any value yet to come.
+func (r *Reader) Left() int {
+	if r.cbor {
+		return len(r.c.b) - r.c.off
+	}
+	return len(r.j.b) - r.j.i
 }
 
 // Text reads a text value.
