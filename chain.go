@@ -3,6 +3,8 @@ package handoff
 import (
 	"errors"
 	"fmt"
+	"runtime"
+	"sync"
 	"time"
 )
 
@@ -26,29 +28,14 @@ func (r *Receiver) checkChain(h *Handoff, o *Offer) ([]ChainElement, ChainQualit
 	// checked over it (D6).
 	chain := make([]ChainElement, n)
 	digests := make([]Digest, n) // each element's, for the prev links
+	if ce := r.checkElements(h, o, chain, digests); ce != nil {
+		return nil, "", ce
+	}
 	unverifiable := false
-	for i, el := range h.Chain {
-		p, err := parseElement(el, "offer", lim)
-		if err != nil {
-			var me *memberError
-			if errors.As(err, &me) {
-				reason := ReasonBrokenChain
-				if me.reason == ReasonPolicy {
-					reason = ReasonPolicy
-				}
-				return nil, "", &CheckError{Reason: reason, Index: i, Member: me.member, Err: me.err}
-			}
-			return nil, "", &CheckError{Reason: ReasonBrokenChain, Index: i, Err: err}
-		}
-		digests[i] = p.digest(el)
-		key, err := p.verifyWith(r.o.Keys, p.offer.Iss)
-		if err != nil && !errors.Is(err, errNoKey) {
-			return nil, "", &CheckError{Reason: ReasonBrokenChain, Index: i, Err: err}
-		}
-		if key == nil {
+	for i := range chain {
+		if chain[i].Key == nil {
 			unverifiable = true
 		}
-		chain[i] = ChainElement{Element: el, Offer: p.offer, Key: key}
 	}
 	at := func(i int) *Offer {
 		if i == n {
@@ -95,13 +82,28 @@ func (r *Receiver) checkChain(h *Handoff, o *Offer) ([]ChainElement, ChainQualit
 		}
 	}
 	// Check 6: cycles (D8).
-	seen := make(map[string]int, n+1)
+	// Each iss against those before it: for the chains of the default
+	// MaxChain, fewer comparisons than a map costs to build; a map for a
+	// longer chain a receiver's Limits allow, where the pairs would grow
+	// as its square.
+	var seen map[string]int
+	if n > 32 {
+		seen = make(map[string]int, n+1)
+	}
 	for i := 0; i <= n; i++ {
 		c := at(i)
-		if j, dup := seen[c.Iss]; dup {
+		j, dup := -1, false
+		if seen != nil {
+			j, dup = seen[c.Iss]
+			seen[c.Iss] = i
+		} else {
+			for j = 0; j < i && at(j).Iss != c.Iss; j++ {
+			}
+			dup = j < i
+		}
+		if dup {
 			return nil, "", fail(ReasonCycle, index(i), "iss", "%q is also iss of chain[%d]", c.Iss, j)
 		}
-		seen[c.Iss] = i
 		if i == 0 && n > 0 && r.o.AdmitCallback && c.Iss == r.o.Me && c.Aud != r.o.Me && c.Prev == nil && chain[0].Key != nil {
 			// The one re-entry local policy admits (draft, check 6: "a
 			// callback to the original requester"): this receiver began
@@ -125,4 +127,132 @@ func (r *Receiver) checkChain(h *Handoff, o *Offer) ([]ChainElement, ChainQualit
 		q = ChainPartial
 	}
 	return chain, q, nil
+}
+
+// checkElements is check 1 over the chain: it fills chain and digests, or
+// returns the first failure in index order (D6: the lowest index that
+// fails, whatever order the work was done in).
+//
+// With a ChainCache, the verified prefix is found first, from the end:
+// the offer's prev names the last element by digest, a cached entry with
+// those exact octets is that element, verified, and its own prev names
+// the one before. Those elements are neither parsed, verified nor hashed
+// again. The rest (a miss and everything before it) is taken in order:
+// each element is hashed and looked up, and only a miss is parsed. The
+// signatures still to check are then verified across cores.
+func (r *Receiver) checkElements(h *Handoff, o *Offer, chain []ChainElement, digests []Digest) *CheckError {
+	cache := r.cacheView()
+	cold := len(h.Chain) // elements [0, cold) are not known verified
+	walked := false      // whether h.Chain[cold-1] was looked up by the walk
+	var own []ownLinks   // the hits' copies, one allocation
+	if cache != nil {
+		own = make([]ownLinks, len(h.Chain))
+		for want := o.Prev; cold > 0 && want != nil; cold-- {
+			walked = true
+			c, ok := cache.lookup(*want, h.Chain[cold-1], &own[cold-1])
+			if !ok {
+				break
+			}
+			chain[cold-1], digests[cold-1] = c, *want
+			want = c.Offer.Prev
+		}
+	}
+
+	// The rest, in order: look up, parse a miss (up to the first element
+	// that fails to parse), and list what is left to verify.
+	var todo []int
+	parsedAt := make([]parsed, cold)
+	var parseErr *CheckError
+	for i := range cold {
+		el := h.Chain[i]
+		if cache != nil && !(walked && i == cold-1) {
+			d := el.Digest()
+			if c, ok := cache.lookup(d, el, &own[i]); ok {
+				chain[i], digests[i] = c, d
+				continue
+			}
+		}
+		p, err := parseElement(el, "offer", r.o.Limits)
+		if err != nil {
+			var me *memberError
+			if errors.As(err, &me) {
+				reason := ReasonBrokenChain
+				if me.reason == ReasonPolicy {
+					reason = ReasonPolicy
+				}
+				parseErr = &CheckError{Reason: reason, Index: i, Member: me.member, Err: me.err}
+			} else {
+				parseErr = &CheckError{Reason: ReasonBrokenChain, Index: i, Err: err}
+			}
+			break // an element after it cannot be reported before it
+		}
+		digests[i] = p.digest(el)
+		chain[i] = ChainElement{Element: el, Offer: p.offer}
+		parsedAt[i] = p
+		todo = append(todo, i)
+	}
+
+	// Verify. Each element's result goes to its own index; the first
+	// failure is then read in index order, so the report does not depend
+	// on which finished first. One goroutine per core at most, and none
+	// for a single signature.
+	verifyErr := make([]error, cold)
+	var panicked []any // a worker's panic (a KeySource's), re-raised here
+	verify := func(i int) {
+		key, err := parsedAt[i].verifyWith(r.o.Keys, parsedAt[i].offer.Iss)
+		if err != nil && !errors.Is(err, errNoKey) {
+			verifyErr[i] = err
+			return
+		}
+		chain[i].Key = key // nil: no trusted key, unverifiable from here back
+	}
+	if workers := min(runtime.GOMAXPROCS(0), len(todo)); workers > 1 {
+		var wg sync.WaitGroup
+		next := make(chan int, len(todo))
+		for _, i := range todo {
+			next <- i
+		}
+		close(next)
+		panicked = make([]any, cold)
+		for range workers {
+			wg.Go(func() {
+				for i := range next {
+					func() {
+						defer func() {
+							if p := recover(); p != nil {
+								panicked[i] = p
+							}
+						}()
+						verify(i)
+					}()
+				}
+			})
+		}
+		wg.Wait()
+		// In the caller's goroutine, where its recover (net/http's, say)
+		// can catch it, as it could before the work was spread.
+		for _, p := range panicked {
+			if p != nil {
+				panic(p)
+			}
+		}
+	} else {
+		for _, i := range todo {
+			verify(i)
+		}
+	}
+	for i := range cold {
+		if verifyErr[i] != nil {
+			return &CheckError{Reason: ReasonBrokenChain, Index: i, Err: verifyErr[i]}
+		}
+		if parseErr != nil && parseErr.Index == i {
+			return parseErr
+		}
+	}
+	if cache != nil {
+		for _, i := range todo {
+			cache.remember(digests[i], chain[i].Element, chain[i].Offer, chain[i].Key)
+		}
+	}
+	return nil
 }

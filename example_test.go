@@ -2,8 +2,10 @@ package handoff_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"log"
+	"sync/atomic"
 	"time"
 
 	"github.com/quantumlearningmachines/handoff"
@@ -121,4 +123,63 @@ func ExampleVerifyStatus() {
 	}
 	fmt.Println(vs.Status.State)
 	// Output: completed
+}
+
+// reloading is a trust configuration swapped whole on a reload, as a
+// server reloads its trust file. Its Generation, the current Config's,
+// is the receivers' Options.TrustGeneration, so that a shared ChainCache
+// sees every reload; a wrapper that hid or added keys must not pass on
+// its Config's.
+type reloading struct{ cur atomic.Pointer[trust.Config] }
+
+func (r *reloading) Keys(iss, kid string) []trust.Key { return r.cur.Load().Keys(iss, kid) }
+func (r *reloading) Generation() uint64               { return r.cur.Load().Generation() }
+
+// Receivers in one process share a ChainCache: the offer the planner took
+// is, at the next hop, the chain element the coder finds verified.
+func ExampleChainCache() {
+	tc := trust.New()
+	assistant, planner := agent(tc, "https://assistant.example"), agent(tc, "https://planner.example")
+	keys := new(reloading)
+	keys.cur.Store(tc)
+	cache := handoff.NewChainCache(8192, 32<<20)
+	receiver := func(me string) *handoff.Receiver {
+		r, err := handoff.NewReceiver(handoff.Options{Me: me, Keys: keys, ChainCache: cache, TrustGeneration: keys.Generation})
+		if err != nil {
+			log.Fatal(err)
+		}
+		return r
+	}
+
+	now := time.Now().Unix()
+	first, _ := assistant.SignOffer(&handoff.Offer{Hop: handoff.NewHop(), Dialog: "ctx-42",
+		Iss: "https://assistant.example", Aud: "https://planner.example", Iat: now, Exp: now + 300}, handoff.FormJWS)
+	wire, _ := (&handoff.Handoff{Offer: first}).Encode(handoff.JSON)
+	res, _ := receiver("https://planner.example").Receive(context.Background(), wire, "ctx-42")
+	fmt.Println("planner:", res.Outcome)
+
+	prev := first.Digest()
+	next, _ := planner.SignOffer(&handoff.Offer{Hop: handoff.NewHop(), Dialog: "ctx-42",
+		Iss: "https://planner.example", Aud: "https://coder.example", Iat: now, Exp: now + 300, Prev: &prev}, handoff.FormJWS)
+	wire, _ = (&handoff.Handoff{Offer: first}).PassOn(next).Encode(handoff.JSON)
+	res, _ = receiver("https://coder.example").Receive(context.Background(), wire, "ctx-42")
+	fmt.Println("coder:", res.Outcome, res.ChainQuality, "hits:", cache.Stats().Hits)
+
+	// A reload is a new generation: nothing the old keys verified is
+	// found again.
+	b, _ := json.Marshal(tc)
+	reloaded, err := trust.Parse(b)
+	if err != nil {
+		log.Fatal(err)
+	}
+	keys.cur.Store(reloaded)
+	again, _ := planner.SignOffer(&handoff.Offer{Hop: handoff.NewHop(), Dialog: "ctx-42",
+		Iss: "https://planner.example", Aud: "https://coder.example", Iat: now, Exp: now + 300, Prev: &prev}, handoff.FormJWS)
+	wire, _ = (&handoff.Handoff{Offer: first}).PassOn(again).Encode(handoff.JSON)
+	res, _ = receiver("https://coder.example").Receive(context.Background(), wire, "ctx-42")
+	fmt.Println("after a reload:", res.Outcome, res.ChainQuality, "hits:", cache.Stats().Hits)
+	// Output:
+	// planner: accepted
+	// coder: accepted full hits: 1
+	// after a reload: accepted full hits: 1
 }

@@ -104,6 +104,28 @@ type Options struct {
 	// a cycle. Default false: every re-entry is a cycle (D8).
 	AdmitCallback bool
 	Memory        ReplayMemory // (iss, hop) memory; default an in-process Memory
+	// ChainCache, when set, remembers the signed elements this receiver
+	// (and any other sharing it) verified, offers and chain elements,
+	// keyed by their digest, the trust's generation and the bounds, so
+	// that a chain prefix is verified once. It is used only when the
+	// trust has a generation: TrustGeneration, or Keys being a
+	// *trust.Config itself. Nil: every element is verified on every
+	// receive. A cold chain's signatures are verified across up to
+	// GOMAXPROCS goroutines, cache or not.
+	ChainCache *ChainCache
+	// TrustGeneration, for a ChainCache with a KeySource other than a
+	// *trust.Config (a reloading wrapper, say), identifies the set of keys
+	// Keys answers from at the moment it is called. The contract:
+	//   - 0 means "none": the cache is not used for that receive;
+	//   - it changes whenever Keys could answer differently, and never
+	//     returns to a value it left (trust.Config.Generation numbers
+	//     every Config's states apart, process-wide: pass on the current
+	//     Config's);
+	//   - receivers sharing one ChainCache report the same generation
+	//     only when their Keys answer alike: a wrapper that hides or adds
+	//     keys must not report its inner Config's.
+	// Nil: the generation of Keys when it is a *trust.Config, else none.
+	TrustGeneration func() uint64
 	// CheckGrant compares the credential presented with the hop (the
 	// host protocol carries it) against an offer's grant; nil: grant is
 	// not checked. It runs at step 7 for an offer that has a grant, and an
@@ -184,6 +206,9 @@ type Result struct {
 
 // ChainElement is one checked chain element: its decoded payload, and the
 // key that verified it, or nil when no trusted key was found (unverifiable).
+// With a ChainCache, Offer's Refs and Extra (and Obo's Extra) may be
+// shared with the cache and other receives: read them, do not write into
+// them.
 type ChainElement struct {
 	Element Element
 	Offer   *Offer
@@ -263,6 +288,7 @@ func (r *Receiver) ReceiveParsed(ctx context.Context, h *Handoff, parseErr error
 	res.OfferDigest = &od
 	o := p.offer
 	// D1 (b), (c): a key bound to iss, then the signature.
+	cache := r.cacheView()
 	key, err := p.verifyWith(r.o.Keys, o.Iss)
 	if err != nil {
 		if errors.Is(err, errNoKey) {
@@ -271,6 +297,13 @@ func (r *Receiver) ReceiveParsed(ctx context.Context, h *Handoff, parseErr error
 		return reject(ReasonBadSignature, 1, OfferIndex, "", err)
 	}
 	res.Offer, res.Key = o, key
+	if cache != nil {
+		// The offer is verified: when the next hop of the same work comes
+		// back here with it in its chain, it is found. Only the element's
+		// signature and form are remembered; the checks below run on
+		// every receive.
+		cache.remember(od, h.Offer, o, key)
+	}
 
 	// Step 2: audience.
 	if o.Aud != r.o.Me {

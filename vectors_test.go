@@ -206,6 +206,25 @@ func vecCheck(t *testing.T, label string, v *vecCase, res *handoff.Result, err e
 // fresh Receiver configured as the vector says.
 func TestVectors(t *testing.T) {
 	m, keys := vecLoad(t)
+	runVectors(t, m, keys, nil)
+}
+
+// TestVectorsWithChainCache runs every vector twice over with one
+// ChainCache shared by all their receivers (issue 19): the second pass
+// finds every verified chain element in the cache, and every verdict is
+// still the vector's. What the cache keeps must never change one.
+func TestVectorsWithChainCache(t *testing.T) {
+	m, keys := vecLoad(t)
+	cache := handoff.NewChainCache(4096, 64<<20)
+	for pass := range 2 {
+		t.Run(fmt.Sprint("pass-", pass+1), func(t *testing.T) { runVectors(t, m, keys, cache) })
+	}
+	if s := cache.Stats(); s.Hits == 0 || s.Entries == 0 {
+		t.Fatalf("the cache was not used: %+v", s)
+	}
+}
+
+func runVectors(t *testing.T, m *vecManifest, keys *trust.Config, cache *handoff.ChainCache) {
 	if len(m.Vectors) == 0 {
 		t.Fatal("no vectors")
 	}
@@ -247,6 +266,7 @@ func TestVectors(t *testing.T) {
 				Origins:          v.Options.Origins,
 				CheckRefs:        checker.Check,
 				Now:              func() time.Time { return time.Unix(clock, 0) },
+				ChainCache:       cache,
 			}
 			if v.Options.MemorySince != 0 {
 				opts.Since = time.Unix(v.Options.MemorySince, 0)

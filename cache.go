@@ -1,0 +1,339 @@
+package handoff
+
+import (
+	"bytes"
+	"container/list"
+	"sync"
+	"sync/atomic"
+
+	"github.com/quantumlearningmachines/handoff/trust"
+)
+
+// ChainCache remembers signed elements that were verified, so that a
+// chain prefix a fleet passes around (an assistant's offer checked by the
+// planner, the coder, the tester...) is verified once per process, not at
+// every hop. An entry is keyed by the element's handoff digest (its exact
+// octets), the trust configuration's generation and the receiver's Limits.
+// A receiver caches every chain element it verifies, and the offer itself
+// once its signature holds, so the offer one receiver took is found when
+// it comes back as the newest element of a chain another receiver in the
+// same process checks.
+//
+// A hit is never verified again. The elements found from the offer's prev
+// link backwards (the usual case: the same prefix under a new offer) are
+// not parsed or hashed either; below the first miss, each element is
+// hashed to be looked up and only a miss is parsed.
+//
+// What it holds is only ever a success: an element whose signed form,
+// payload and signature passed with a key the trust binds to its iss. A
+// failure, or an element with no trusted key (unverifiable), is never
+// cached, and nothing of the offer's own checks (audience, freshness,
+// replay, dialog, the links, continuity, timing and cycles between
+// elements) is: those run on every receive. An element whose octets differ
+// in one bit has another digest and misses.
+//
+// A change of trust is a new generation: every entry made before it
+// misses from then on, and stays until it is the least recently used.
+// The generation is Options.TrustGeneration, or that of Options.Keys when
+// it is a *trust.Config itself; with any other KeySource and no
+// TrustGeneration the cache is not used, since a change could not be seen.
+//
+// It is bounded by entries and by bytes (an estimate: twice the element's
+// octets, for the octets kept and the decoded payload, plus 512 and what
+// its unknown members decoded to), evicting by a second-chance (CLOCK)
+// rule: the oldest entry goes unless it was hit since it was last looked
+// at, an approximation of least recently used in which a hit writes no
+// shared list, only its entry's flag. It is safe for concurrent use by
+// any number of receivers, whose look-ups share a read lock; share one
+// across a process's receivers.
+type ChainCache struct {
+	mu         sync.RWMutex
+	maxEntries int
+	maxBytes   int64
+	bytes      int64
+	lru        list.List // of *cacheEntry, newest (or given a second chance) first
+	m          map[cacheKey]*list.Element
+
+	hits, misses, evictions atomic.Uint64
+}
+
+type cacheKey struct {
+	dig [32]byte
+	gen uint64
+	// The bounds an element's parse applies (D3 and SPEC 4): an element
+	// that passed under looser ones must not pass under tighter ones.
+	maxElement, maxRefs int
+}
+
+type cacheEntry struct {
+	k      cacheKey
+	form   Form
+	octets []byte // the element's, compared on every look-up
+	offer  Offer  // its decoded payload; handed out as a copy
+	key    trust.Key
+	size   int64
+	hit    atomic.Bool // hit since eviction last passed it: a second chance
+}
+
+// entryOverhead is the fixed part of an entry's size estimate: the map
+// and list cells, the Offer struct and the key.
+const entryOverhead = 512
+
+// decodedSize estimates what an offer's decoded members hold beyond the
+// payload octets its texts alias: the trees of unknown members (Extra,
+// Obo's, each reference's and its proof). Those can take far more memory
+// than the octets they came from (a one-octet CBOR empty map is a Go map),
+// so an element is counted by what it decoded to, and a trusted agent
+// cannot fill a cache past its bound with small, dense elements.
+func decodedSize(o *Offer) int64 {
+	n := anySize(o.Extra)
+	if o.Obo != nil {
+		n += anySize(o.Obo.Extra)
+	}
+	for _, r := range o.Refs {
+		n += 96 + anySize(r.Proof) + anySize(r.Extra)
+	}
+	return n
+}
+
+// anySize is a generous estimate of a decoded value's heap: a map's
+// header and buckets, a slice's header and backing array, each value's
+// interface cell and each text's octets (counted again, since a map key
+// or a value may be copied out of the payload). Recursion is bounded by
+// the decoder's MaxNesting.
+func anySize(v any) int64 {
+	switch v := v.(type) {
+	case nil:
+		return 0
+	case map[string]any:
+		n := int64(256)
+		for k, x := range v {
+			n += 48 + int64(len(k)) + anySize(x)
+		}
+		return n
+	case []any:
+		n := int64(32)
+		for _, x := range v {
+			n += 16 + anySize(x)
+		}
+		return n
+	case string:
+		return 16 + int64(len(v))
+	case []byte:
+		return 24 + int64(len(v))
+	default:
+		return 16
+	}
+}
+
+// NewChainCache returns a cache of at most maxEntries elements and about
+// maxBytes bytes. Size it for the distinct elements live at once: a few
+// per chain that reaches the process in an element's lifetime (its exp).
+// An element of n octets counts 2n+512 bytes: a typical 1 KiB element
+// about 2.5 KiB, so 8192 entries need about 20 MiB (handoff serve keeps
+// 8192 and 32 MiB); one at the default MaxElement (64 KiB) counts about
+// 128 KiB. An element that alone exceeds maxBytes is not cached. Bounds
+// below 1 are taken as 1, which caches nothing.
+func NewChainCache(maxEntries int, maxBytes int64) *ChainCache {
+	if maxEntries < 1 {
+		maxEntries = 1
+	}
+	if maxBytes < 1 {
+		maxBytes = 1
+	}
+	return &ChainCache{maxEntries: maxEntries, maxBytes: maxBytes, m: make(map[cacheKey]*list.Element)}
+}
+
+// CacheStats are a ChainCache's counters. Hits and Misses count chain
+// elements looked up, one each per receive; offers are cached but never
+// looked up. A cache that a receiver does not use (its KeySource is not
+// Generational) keeps all at zero.
+type CacheStats struct {
+	Entries                 int
+	Bytes                   int64 // the estimate the bound applies to
+	Hits, Misses, Evictions uint64
+}
+
+// Stats returns the cache's counters.
+func (c *ChainCache) Stats() CacheStats {
+	c.mu.RLock()
+	n, b := len(c.m), c.bytes
+	c.mu.RUnlock()
+	return CacheStats{Entries: n, Bytes: b, Hits: c.hits.Load(), Misses: c.misses.Load(), Evictions: c.evictions.Load()}
+}
+
+// get returns the entry for k when it holds el (the same form and the
+// same octets, not only the same digest), or nil.
+func (c *ChainCache) get(k cacheKey, el Element) *cacheEntry {
+	c.mu.RLock()
+	le, ok := c.m[k]
+	c.mu.RUnlock()
+	if ok {
+		if e := le.Value.(*cacheEntry); e.form == el.Form && bytes.Equal(e.octets, el.Octets) {
+			if !e.hit.Load() {
+				e.hit.Store(true)
+			}
+			c.hits.Add(1)
+			return e
+		}
+	}
+	c.misses.Add(1)
+	return nil
+}
+
+// put remembers a verified element. The octets are copied; the offer is
+// kept by value (its slices and maps are the decoded payload's, which
+// nothing writes again).
+func (c *ChainCache) put(k cacheKey, el Element, o *Offer, key *trust.Key) {
+	c.mu.RLock()
+	_, have := c.m[k]
+	c.mu.RUnlock()
+	if have { // an offer received again: nothing to copy
+		return
+	}
+	e := &cacheEntry{k: k, form: el.Form, octets: append([]byte(nil), el.Octets...), offer: *o, key: *key,
+		size: 2*int64(len(el.Octets)) + entryOverhead + decodedSize(o)}
+	if e.size > c.maxBytes {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.m[k]; ok {
+		return
+	}
+	added := c.lru.PushFront(e)
+	c.m[k] = added
+	c.bytes += e.size
+	// Each pass clears a flag or evicts, and no look-up sets a flag while
+	// the write lock is held: at most one second chance per entry. The
+	// entry just added is not a candidate (it fits the bound alone).
+	for len(c.m) > c.maxEntries || c.bytes > c.maxBytes {
+		last := c.lru.Back()
+		old := last.Value.(*cacheEntry)
+		if last == added || old.hit.Load() {
+			old.hit.Store(false)
+			c.lru.MoveToFront(last)
+			continue
+		}
+		c.lru.Remove(last)
+		delete(c.m, old.k)
+		c.bytes -= old.size
+		c.evictions.Add(1)
+	}
+}
+
+// cacheView is a receive's use of the ChainCache: the cache, and the
+// generation and bounds its keys hold, read once before anything is
+// verified.
+type cacheView struct {
+	r   *Receiver
+	c   *ChainCache
+	gen uint64
+	lim Limits
+}
+
+// cacheView returns the receiver's view for one receive, or nil when it
+// has no cache or no generation of its trust (a change could not be
+// seen): Options.TrustGeneration when set, else the generation of Keys
+// when Keys is a *trust.Config itself. Any other KeySource, a wrapper
+// that embeds a *trust.Config included, has none: it may answer other
+// than the Config whose generation it would inherit.
+func (r *Receiver) cacheView() *cacheView {
+	if r.o.ChainCache == nil {
+		return nil
+	}
+	gen := r.generation()
+	if gen == 0 {
+		return nil
+	}
+	return &cacheView{r: r, c: r.o.ChainCache, gen: gen, lim: r.o.Limits}
+}
+
+func (r *Receiver) generation() uint64 {
+	if r.o.TrustGeneration != nil {
+		return r.o.TrustGeneration()
+	}
+	if c, ok := r.o.Keys.(*trust.Config); ok {
+		return c.Generation()
+	}
+	return 0
+}
+
+func (v *cacheView) key(d Digest) (cacheKey, bool) {
+	if d.Alg != AlgSHA256 || len(d.Val) != 32 {
+		return cacheKey{}, false
+	}
+	return cacheKey{dig: [32]byte(d.Val), gen: v.gen, maxElement: v.lim.MaxElement, maxRefs: v.lim.MaxRefs}, true
+}
+
+// lookup returns el as verified, when the cache holds it under digest d
+// (which the caller has from el's octets, or from a prev link that must
+// name el: the entry's octets are compared either way). The copy of its
+// payload is made in *own (see withOwnLinks).
+func (v *cacheView) lookup(d Digest, el Element, own *ownLinks) (ChainElement, bool) {
+	k, ok := v.key(d)
+	if !ok {
+		return ChainElement{}, false
+	}
+	e := v.c.get(k, el)
+	if e == nil {
+		return ChainElement{}, false
+	}
+	own.key = e.key
+	return ChainElement{Element: el, Offer: own.copyOf(&e.offer), Key: &own.key}, true
+}
+
+// remember caches an element verified with key, unless the trust changed
+// since the view was taken (a reload between the look-up and the
+// verification: the key found may not be the new generation's).
+func (v *cacheView) remember(d Digest, el Element, o *Offer, key *trust.Key) {
+	if key == nil || v.r.generation() != v.gen {
+		return
+	}
+	if k, ok := v.key(d); ok {
+		v.c.put(k, el, o.withOwnLinks(), key)
+	}
+}
+
+// withOwnLinks returns a copy of o whose Prev, Grant and Obo are its own:
+// the members the checks between elements read through pointers, so that
+// what a caller does to one receive's Result cannot change what the cache
+// answers another. Refs and Extra stay shared (see ChainElement).
+func (o *Offer) withOwnLinks() *Offer { return new(ownLinks).copyOf(o) }
+
+// ownLinks holds a copy of an offer with its links, and the key that
+// verified it: a warm chain allocates one slice of them, not several
+// objects per element.
+type ownLinks struct {
+	o           Offer
+	prev, grant Digest
+	pv, gv      [32]byte
+	obo         Principal
+	key         trust.Key
+}
+
+func (c *ownLinks) copyOf(o *Offer) *Offer {
+	c.o = *o
+	if o.Prev != nil {
+		c.prev = c.own(o.Prev, &c.pv)
+		c.o.Prev = &c.prev
+	}
+	if o.Grant != nil {
+		c.grant = c.own(o.Grant, &c.gv)
+		c.o.Grant = &c.grant
+	}
+	if o.Obo != nil {
+		c.obo = *o.Obo
+		c.o.Obo = &c.obo
+	}
+	return &c.o
+}
+
+// own copies d, its value into buf when it fits (a SHA-256 digest).
+func (*ownLinks) own(d *Digest, buf *[32]byte) Digest {
+	if len(d.Val) == len(buf) {
+		copy(buf[:], d.Val)
+		return Digest{Alg: d.Alg, Val: buf[:]}
+	}
+	return Digest{Alg: d.Alg, Val: bytes.Clone(d.Val)}
+}

@@ -1,0 +1,54 @@
+package handoff
+
+import (
+	"testing"
+
+	"github.com/quantumlearningmachines/handoff/trust"
+)
+
+// TestChainCacheSecondChance: eviction takes the oldest entry not hit
+// since eviction last passed it (CLOCK), so an element in use outlives
+// newer ones that were not, and every entry is evicted in time.
+func TestChainCacheSecondChance(t *testing.T) {
+	c := NewChainCache(2, 1<<20)
+	el := func(b byte) (cacheKey, Element) {
+		return cacheKey{dig: [32]byte{b}}, Element{Form: FormJWS, Octets: []byte{'a', b}}
+	}
+	put := func(b byte) {
+		k, e := el(b)
+		c.put(k, e, &Offer{}, &trust.Key{})
+	}
+	has := func(b byte) bool {
+		k, e := el(b)
+		return c.get(k, e) != nil
+	}
+	put(1)
+	put(2)
+	if !has(1) { // 1 is hit: a second chance
+		t.Fatal("1 missing")
+	}
+	put(3) // evicts 2, the oldest not hit
+	if !has(1) || has(2) || !has(3) {
+		t.Fatalf("after 3: 1 %v, 2 %v, 3 %v; want 1 and 3", has(1), has(2), has(3))
+	}
+	// Both 1 and 3 were hit; each has its second chance, then the first
+	// of them the hand reaches again, 3, goes. The entry just added is
+	// never the one evicted.
+	put(4)
+	if !has(1) || has(3) || !has(4) {
+		t.Fatalf("after 4: 1 %v, 3 %v, 4 %v; want 1 and 4", has(1), has(3), has(4))
+	}
+	if s := c.Stats(); s.Entries != 2 || s.Evictions != 2 {
+		t.Fatalf("%+v", s)
+	}
+	// A different form or octets under a cached key is a miss.
+	k, e := el(4)
+	e.Octets = []byte{'b', 4}
+	if c.get(k, e) != nil {
+		t.Fatal("other octets under a cached digest hit")
+	}
+	e.Octets, e.Form = []byte{'a', 4}, FormCOSE
+	if c.get(k, e) != nil {
+		t.Fatal("another form under a cached digest hit")
+	}
+}
