@@ -133,7 +133,9 @@ func (s *Server) newMCPRoute(ctx context.Context, c *Config, res *Resources, rc 
 		ErrorLog:      slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
 	}
 	var err error
-	m.d, err = delegate.New(ctx, delegate.Config{Options: c.Policy.Options(c.Identity.ID, liveKeys{s}), Store: s.store,
+	o := c.Policy.Options(c.Identity.ID, liveKeys{s})
+	o.ChainCache, o.TrustGeneration = s.chains, liveKeys{s}.Generation
+	m.d, err = delegate.New(ctx, delegate.Config{Options: o, Store: s.store,
 		Signer: res.Signer, OnAnswer: s.answered(rc.Name, c.Identity.ID), Stop: s.stopElsewhere})
 	if err != nil {
 		return nil, err

@@ -243,3 +243,35 @@ func (g hopGauges) Collect(ch chan<- prometheus.Metric) {
 	}
 	ch <- prometheus.MustNewConstMetric(unresolvedDesc, prometheus.GaugeValue, float64(n))
 }
+
+// chainCacheStats reads the chain cache's counters at each scrape
+// (handoff.ChainCache.Stats): lookups of chain elements by result, the
+// entries and bytes held against the bounds, and evictions.
+type chainCacheStats struct{ c *handoff.ChainCache }
+
+var (
+	cacheLookupsDesc = prometheus.NewDesc("handoff_gateway_chain_cache_lookups_total",
+		"Chain elements looked up in the cache of verified elements, by result (hit: not verified again).", []string{"result"}, nil)
+	cacheEntriesDesc = prometheus.NewDesc("handoff_gateway_chain_cache_entries",
+		"Verified elements the chain cache holds.", nil, nil)
+	cacheBytesDesc = prometheus.NewDesc("handoff_gateway_chain_cache_bytes",
+		"The chain cache's estimate of the memory it holds, which its bound applies to.", nil, nil)
+	cacheEvictionsDesc = prometheus.NewDesc("handoff_gateway_chain_cache_evictions_total",
+		"Elements evicted from the chain cache to keep it within its bounds.", nil, nil)
+)
+
+func (c chainCacheStats) Describe(ch chan<- *prometheus.Desc) {
+	ch <- cacheLookupsDesc
+	ch <- cacheEntriesDesc
+	ch <- cacheBytesDesc
+	ch <- cacheEvictionsDesc
+}
+
+func (c chainCacheStats) Collect(ch chan<- prometheus.Metric) {
+	s := c.c.Stats()
+	ch <- prometheus.MustNewConstMetric(cacheLookupsDesc, prometheus.CounterValue, float64(s.Hits), "hit")
+	ch <- prometheus.MustNewConstMetric(cacheLookupsDesc, prometheus.CounterValue, float64(s.Misses), "miss")
+	ch <- prometheus.MustNewConstMetric(cacheEntriesDesc, prometheus.GaugeValue, float64(s.Entries))
+	ch <- prometheus.MustNewConstMetric(cacheBytesDesc, prometheus.GaugeValue, float64(s.Bytes))
+	ch <- prometheus.MustNewConstMetric(cacheEvictionsDesc, prometheus.CounterValue, float64(s.Evictions))
+}

@@ -59,6 +59,13 @@ type Server struct {
 
 	tasksDB *sql.DB // PostgreSQL: where the A2A routes keep their tasks (shared.go); nil on SQLite
 
+	// chains remembers the chain elements every route verified (issue 19),
+	// one cache for all: a prefix that reaches several routes, or comes
+	// back on the next hop of the same work, is verified once. Its key
+	// holds the trust file's generation, so a reload misses everything
+	// the old keys verified.
+	chains *handoff.ChainCache
+
 	routes   []*route
 	handler  http.Handler
 	started  time.Time
@@ -86,7 +93,8 @@ func (r *route) delegate() *delegate.Delegate {
 // New opens the store and builds every route. The caller closes the
 // Server.
 func New(ctx context.Context, c *Config, res *Resources, log *slog.Logger) (*Server, error) {
-	s := &Server{log: log, reg: prometheus.NewRegistry(), started: time.Now()}
+	s := &Server{log: log, reg: prometheus.NewRegistry(), started: time.Now(),
+		chains: handoff.NewChainCache(chainCacheEntries, chainCacheBytes)}
 	s.cfg.Store(c)
 	s.keys.Store(res.Keys)
 	s.tokens.Store(&res.Tokens)
@@ -166,7 +174,7 @@ func New(ctx context.Context, c *Config, res *Resources, log *slog.Logger) (*Ser
 			s.log.Warn("recover_on_start: hops left accepted by the last stop are flagged 'unknown outcome' for the operator", "hops", n)
 		}
 	}
-	s.reg.MustRegister(hopGauges{s})
+	s.reg.MustRegister(hopGauges{s}, chainCacheStats{s.chains})
 	return s, nil
 }
 
@@ -212,6 +220,21 @@ type liveKeys struct{ s *Server }
 
 func (k liveKeys) Keys(iss, kid string) []trust.Key { return k.s.keys.Load().Keys(iss, kid) }
 
+// The chain cache's bounds: 8192 elements, about 20 MiB of typical 1 KiB
+// elements, under a 32 MiB ceiling that elements decoding to more cannot
+// pass. Constants for now: a memory bound sized for one gateway, whose
+// use the handoff_gateway_chain_cache_* metrics show; a configuration key
+// can come when an operator needs another size.
+const (
+	chainCacheEntries = 8192
+	chainCacheBytes   = 32 << 20
+)
+
+// Generation is the current trust file's (trust.Config.Generation): a
+// reload starts a new one, so the chain cache answers nothing the old
+// keys verified.
+func (k liveKeys) Generation() uint64 { return k.s.keys.Load().Generation() }
+
 func (s *Server) newRoute(ctx context.Context, c *Config, res *Resources, rc Route) (*route, error) {
 	if rc.Protocol == "mcp" {
 		m, err := s.newMCPRoute(ctx, c, res, rc)
@@ -246,6 +269,7 @@ func (s *Server) newRoute(ctx context.Context, c *Config, res *Resources, rc Rou
 		}
 	}
 	o := c.Policy.Options(c.Identity.ID, liveKeys{s})
+	o.ChainCache, o.TrustGeneration = s.chains, liveKeys{s}.Generation
 	x, err := a2ahandoff.NewExecutor(ctx, up, a2ahandoff.ServerConfig{
 		Delegate: delegate.Config{Options: o, Store: s.store, Signer: res.Signer, OnAnswer: s.answered(rc.Name, c.Identity.ID),
 			// One identity, one store: a cancel or an equivocation taken
