@@ -40,6 +40,7 @@ var floors = []struct {
 	{3, "conformance"},           // the kit's harness and this module's driver of it
 	{5, "conformance/internal/"}, // testlog, a program of scripts/test.sh
 	{5, "cmd/"},
+	{5, "scripts/"}, // the programs of the scripts (scaling's plot)
 }
 
 const module = "github.com/quantumlearningmachines/handoff"

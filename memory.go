@@ -2,6 +2,7 @@ package handoff
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"time"
 )
@@ -80,6 +81,10 @@ func (m *Memory) Remember(_ context.Context, iss, hop string, _ Element, s Seen,
 	if e, ok := m.entries[k]; ok {
 		return e.s, false, nil
 	}
+	// iss and hop may be texts of the decoded payload, whose buffer is the
+	// whole payload: a copy keeps a remembered pair to its own octets
+	// (issue 19: bytes per remembered hop).
+	k = memKey{strings.Clone(iss), strings.Clone(hop)}
 	m.entries[k] = memEntry{s: s, until: keepUntil}
 	if m.inserts++; m.inserts >= 1024 && m.inserts >= len(m.entries)/2 {
 		m.sweep()

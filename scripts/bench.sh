@@ -8,8 +8,10 @@
 #   chain16 / (17 x floor)    <= 1.15   BenchmarkVerifyChain16
 #   chain16 warm / floor      <= 1.30   BenchmarkVerifyChain16Warm
 #
-# The ratios compare work, so the benchmarks run at -test.cpu 1 unless
-# CPU says otherwise: a cold chain's signatures are verified across cores,
+# The ratios compare work, so the benchmarks run at GOMAXPROCS=1 (the
+# environment variable as well as -test.cpu: with go1.26 a benchmark run
+# after another in one process at -test.cpu 1 was seen verifying in
+# parallel all the same) unless CPU says otherwise: a cold chain's signatures are verified across cores,
 # and at GOMAXPROCS > 1 the chain16 ratio would be wall time, passing on
 # any machine with enough cores whatever each verification costs. That
 # wall time is printed after the ratios, for information: one run of
@@ -78,7 +80,7 @@ for ((round = 1; round <= count; round++)); do
 	n=${#runs[@]}
 	for ((k = 0; k < n; k++)); do
 		b=${runs[$(((k + round - 1) % n))]}
-		if ! "$bin" "${args[@]}" -test.bench "^Benchmark$b\$" >"$tmp/out" 2>&1; then
+		if ! GOMAXPROCS=${CPU:-1} "$bin" "${args[@]}" -test.bench "^Benchmark$b\$" >"$tmp/out" 2>&1; then
 			cat "$tmp/out" >&2
 			echo "bench.sh: Benchmark$b failed" >&2
 			exit 2
