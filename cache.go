@@ -132,8 +132,9 @@ func anySize(v any) int64 {
 // An element of n octets counts 2n+512 bytes: a typical 1 KiB element
 // about 2.5 KiB, so 8192 entries need about 20 MiB (handoff serve keeps
 // 8192 and 32 MiB); one at the default MaxElement (64 KiB) counts about
-// 128 KiB. An element that alone exceeds maxBytes is not cached. Bounds
-// below 1 are taken as 1, which caches nothing.
+// 128 KiB. An element that alone exceeds maxBytes is not cached. A
+// bound below 1 is taken as 1: maxBytes 1 caches nothing, maxEntries 1
+// one element.
 func NewChainCache(maxEntries int, maxBytes int64) *ChainCache {
 	if maxEntries < 1 {
 		maxEntries = 1
@@ -167,15 +168,23 @@ func (c *ChainCache) Stats() CacheStats {
 func (c *ChainCache) get(k cacheKey, el Element) *cacheEntry {
 	c.mu.RLock()
 	le, ok := c.m[k]
-	c.mu.RUnlock()
+	var e *cacheEntry
 	if ok {
-		if e := le.Value.(*cacheEntry); e.form == el.Form && bytes.Equal(e.octets, el.Octets) {
+		e = le.Value.(*cacheEntry)
+		if e.form == el.Form && bytes.Equal(e.octets, el.Octets) {
+			// Under the read lock, so that no flag is set while eviction
+			// runs (put's loop relies on it).
 			if !e.hit.Load() {
 				e.hit.Store(true)
 			}
-			c.hits.Add(1)
-			return e
+		} else {
+			e = nil
 		}
+	}
+	c.mu.RUnlock()
+	if e != nil {
+		c.hits.Add(1)
+		return e
 	}
 	c.misses.Add(1)
 	return nil

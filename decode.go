@@ -127,8 +127,10 @@ type decoder struct {
 // keep returns a copy of a chain element's octets (t, just read), carved
 // from the arena. An arena is as large as what is left of the input
 // after t (the rest of the chain cannot be more), up to 64 KiB: one
-// allocation for a chain of 16 elements of 1 KiB, none wasted; an element
-// past 8 KiB has a copy of its own.
+// allocation for a chain of 16 elements of 1 KiB. What follows the chain
+// in the input may leave part of an arena unused (at most the input's
+// size, and 8 KiB per arena past the first); an element past 8 KiB has
+// a copy of its own.
 func (d *decoder) keep(t []byte) []byte {
 	if len(t) > 8<<10 {
 		return bytes.Clone(t)

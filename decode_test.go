@@ -225,3 +225,15 @@ func TestCompactTextIsJWSCompact(t *testing.T) {
 		t.Fatal("a '+' after eight-octet words passed")
 	}
 }
+
+// TestNotCompactForTextIn: wire.Reader.TextIn takes the octets of a
+// string whose octets all have a zero entry in its table as the string's
+// text; that is sound only when the table refuses quotes, backslashes,
+// control octets and those of 0x80 and above, as notCompact must.
+func TestNotCompactForTextIn(t *testing.T) {
+	for c := range 256 {
+		if (c == '"' || c == '\\' || c < 0x20 || c >= 0x80) && notCompact[c] == 0 {
+			t.Errorf("notCompact[%#x] is 0: TextIn would take it raw", c)
+		}
+	}
+}

@@ -241,6 +241,9 @@ func (d *decoder) carried(enc Encoding, inChain bool) (Element, error) {
 		}
 	}
 	if err != nil && inChain {
+		if el.Form == FormJWS { // its octets are already a copy (keep)
+			return Element{Form: FormInvalid, Octets: el.Octets}, nil
+		}
 		return Element{Form: FormInvalid, Octets: bytes.Clone(t)}, nil
 	}
 	return el, err
