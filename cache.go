@@ -68,9 +68,8 @@ type cacheKey struct {
 type cacheEntry struct {
 	k      cacheKey
 	form   Form
-	octets []byte // the element's, compared on every look-up
-	offer  Offer  // its decoded payload; handed out as a copy
-	key    trust.Key
+	octets []byte   // the element's, compared on every look-up
+	own    ownLinks // its decoded payload and key; handed out as copies
 	size   int64
 	hit    atomic.Bool // hit since eviction last passed it: a second chance
 }
@@ -190,9 +189,9 @@ func (c *ChainCache) get(k cacheKey, el Element) *cacheEntry {
 	return nil
 }
 
-// put remembers a verified element. The octets are copied; the offer is
-// kept by value (its slices and maps are the decoded payload's, which
-// nothing writes again).
+// put remembers a verified element. The octets are copied, and the offer
+// with its own links (see ownLinks); its Refs and Extra are the decoded
+// payload's, which nothing writes again.
 func (c *ChainCache) put(k cacheKey, el Element, o *Offer, key *trust.Key) {
 	c.mu.RLock()
 	_, have := c.m[k]
@@ -200,11 +199,13 @@ func (c *ChainCache) put(k cacheKey, el Element, o *Offer, key *trust.Key) {
 	if have { // an offer received again: nothing to copy
 		return
 	}
-	e := &cacheEntry{k: k, form: el.Form, octets: append([]byte(nil), el.Octets...), offer: *o, key: *key,
-		size: 2*int64(len(el.Octets)) + entryOverhead + decodedSize(o)}
-	if e.size > c.maxBytes {
+	size := 2*int64(len(el.Octets)) + entryOverhead + decodedSize(o)
+	if size > c.maxBytes {
 		return
 	}
+	e := &cacheEntry{k: k, form: el.Form, octets: bytes.Clone(el.Octets), size: size}
+	e.own.copyOf(o)
+	e.own.key = *key
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if _, ok := c.m[k]; ok {
@@ -275,21 +276,22 @@ func (v *cacheView) key(d Digest) (cacheKey, bool) {
 	return cacheKey{dig: [32]byte(d.Val), gen: v.gen, maxElement: v.lim.MaxElement, maxRefs: v.lim.MaxRefs}, true
 }
 
-// lookup returns el as verified, when the cache holds it under digest d
-// (which the caller has from el's octets, or from a prev link that must
-// name el: the entry's octets are compared either way). The copy of its
-// payload is made in *own (see withOwnLinks).
-func (v *cacheView) lookup(d Digest, el Element, own *ownLinks) (ChainElement, bool) {
+// lookup returns the entry of el, verified, when the cache holds it
+// under digest d (which the caller has from el's octets, or from a prev
+// link that must name el: the entry's octets are compared either way).
+func (v *cacheView) lookup(d Digest, el Element) *cacheEntry {
 	k, ok := v.key(d)
 	if !ok {
-		return ChainElement{}, false
+		return nil
 	}
-	e := v.c.get(k, el)
-	if e == nil {
-		return ChainElement{}, false
-	}
-	own.key = e.key
-	return ChainElement{Element: el, Offer: own.copyOf(&e.offer), Key: &own.key}, true
+	return v.c.get(k, el)
+}
+
+// element is el as the entry holds it, verified: its payload and key
+// copied into *own.
+func (e *cacheEntry) element(el Element, own *ownLinks) ChainElement {
+	own.key = e.own.key
+	return ChainElement{Element: el, Offer: own.copyOf(&e.own.o), Key: &own.key}
 }
 
 // remember caches an element verified with key, unless the trust changed
@@ -300,18 +302,16 @@ func (v *cacheView) remember(d Digest, el Element, o *Offer, key *trust.Key) {
 		return
 	}
 	if k, ok := v.key(d); ok {
-		v.c.put(k, el, o.withOwnLinks(), key)
+		v.c.put(k, el, o, key)
 	}
 }
 
-// withOwnLinks returns a copy of o whose Prev, Grant and Obo are its own:
-// the members the checks between elements read through pointers, so that
-// what a caller does to one receive's Result cannot change what the cache
-// answers another. Refs and Extra stay shared (see ChainElement).
-func (o *Offer) withOwnLinks() *Offer { return new(ownLinks).copyOf(o) }
-
-// ownLinks holds a copy of an offer with its links, and the key that
-// verified it: a warm chain allocates one slice of them, not several
+// ownLinks holds a copy of an offer whose Prev, Grant and Obo are its
+// own, and the key that verified it. The checks between elements read
+// those links through pointers: the cache keeps its own copy, and hands
+// out another, so that what a caller does to one receive's Result cannot
+// change what the cache answers another. Refs and Extra stay shared (see
+// ChainElement). A warm chain allocates one slice of them, not several
 // objects per element.
 type ownLinks struct {
 	o           Offer

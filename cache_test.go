@@ -29,27 +29,24 @@ const fleetMe = "https://receiver.example"
 
 func newFleet(t testing.TB, n int) *fleet {
 	t.Helper()
-	f := &fleet{cfg: trust.New()}
-	for i := range n {
-		key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	agents, cfg := benchAgents(t, n)
+	f := &fleet{cfg: cfg}
+	for _, a := range agents {
+		k, err := trust.NewKey(&a.key.PublicKey)
 		if err != nil {
 			t.Fatal(err)
 		}
-		s, err := handoff.NewSigner(key)
-		if err != nil {
-			t.Fatal(err)
-		}
-		k, err := trust.NewKey(&key.PublicKey)
-		if err != nil {
-			t.Fatal(err)
-		}
-		id := fmt.Sprintf("https://agent%02d.example", i)
-		if err := f.cfg.Add(id, k); err != nil {
-			t.Fatal(err)
-		}
-		f.ids, f.signers, f.keys = append(f.ids, id), append(f.signers, s), append(f.keys, k)
+		f.ids, f.signers, f.keys = append(f.ids, a.id), append(f.signers, a.signer), append(f.keys, k)
 	}
 	return f
+}
+
+// liveHeap is the live heap after a collection.
+func liveHeap() int64 {
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return int64(m.HeapAlloc)
 }
 
 // chain returns the Handoff of agents 0..n-1 in a row, the last handing
@@ -353,12 +350,6 @@ func TestChainCacheBounded(t *testing.T) {
 	f := newFleet(t, 2)
 	cache := handoff.NewChainCache(1<<20, maxBytes) // the bytes bound decides
 	r := f.receiver(t, f.cfg, cache)
-	heap := func() uint64 {
-		runtime.GC()
-		var m runtime.MemStats
-		runtime.ReadMemStats(&m)
-		return m.HeapAlloc
-	}
 	// Each chain is an agent-0 offer passed on by agent 1: one element,
 	// distinct every time.
 	for i := range 10_000 {
@@ -371,11 +362,11 @@ func TestChainCacheBounded(t *testing.T) {
 	s := cache.Stats()
 	// What the cache holds in the heap: the live heap with it, less the
 	// live heap once it (and the receiver pointing to it) is gone.
-	with := heap()
+	with := liveHeap()
 	runtime.KeepAlive(cache) // live through the first reading
 	runtime.KeepAlive(r)
 	cache, r = nil, nil
-	held := int64(with) - int64(heap())
+	held := with - liveHeap()
 	t.Logf("10,000 chains: %d entries, %d bytes by estimate, %d bytes in the heap, %d evictions", s.Entries, s.Bytes, held, s.Evictions)
 	if s.Bytes > maxBytes || s.Evictions == 0 {
 		t.Fatalf("cache %+v over its bound of %d bytes", s, maxBytes)
@@ -417,19 +408,13 @@ func TestChainCacheDenseElements(t *testing.T) {
 		}
 		return &handoff.Handoff{Offer: top, Chain: []handoff.Element{el}}
 	}
-	heap := func() int64 {
-		runtime.GC()
-		var m runtime.MemStats
-		runtime.ReadMemStats(&m)
-		return int64(m.HeapAlloc)
-	}
-	before := heap()
+	before := liveHeap()
 	for range 200 {
 		if res := receiveHandoff(t, r, mk()); res.Outcome != handoff.Accepted || res.ChainQuality != handoff.ChainFull {
 			t.Fatalf("%s %s %v", res.Outcome, res.ChainQuality, res.Err)
 		}
 	}
-	grew := heap() - before
+	grew := liveHeap() - before
 	runtime.KeepAlive(r)
 	s := cache.Stats()
 	t.Logf("200 dense elements: cache %+v, heap grew %d KiB for a bound of %d KiB", s, grew>>10, budget>>10)

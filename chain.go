@@ -144,15 +144,21 @@ func (r *Receiver) checkElements(h *Handoff, o *Offer, chain []ChainElement, dig
 	cache := r.cacheView()
 	cold := len(h.Chain) // elements [0, cold) are not known verified
 	walked := false      // whether h.Chain[cold-1] was looked up by the walk
-	var own []ownLinks   // the hits' copies, one allocation
+	var own []ownLinks   // the hits' copies, one allocation, at the first hit
+	slot := func(i int) *ownLinks {
+		if own == nil {
+			own = make([]ownLinks, len(h.Chain))
+		}
+		return &own[i]
+	}
 	if cache != nil {
-		own = make([]ownLinks, len(h.Chain))
 		for want := o.Prev; cold > 0 && want != nil; cold-- {
 			walked = true
-			c, ok := cache.lookup(*want, h.Chain[cold-1], &own[cold-1])
-			if !ok {
+			e := cache.lookup(*want, h.Chain[cold-1])
+			if e == nil {
 				break
 			}
+			c := e.element(h.Chain[cold-1], slot(cold-1))
 			chain[cold-1], digests[cold-1] = c, *want
 			want = c.Offer.Prev
 		}
@@ -167,8 +173,8 @@ func (r *Receiver) checkElements(h *Handoff, o *Offer, chain []ChainElement, dig
 		el := h.Chain[i]
 		if cache != nil && !(walked && i == cold-1) {
 			d := el.Digest()
-			if c, ok := cache.lookup(d, el, &own[i]); ok {
-				chain[i], digests[i] = c, d
+			if e := cache.lookup(d, el); e != nil {
+				chain[i], digests[i] = e.element(el, slot(i)), d
 				continue
 			}
 		}

@@ -213,11 +213,12 @@ func (d *decoder) carried(enc Encoding, inChain bool) (Element, error) {
 	var err error
 	var dots int
 	t, compact := d.r.TextIn(&notCompact) // JSON, one pass: the string and its alphabet
+	if !compact {
+		t = d.r.TextBytes()
+		compact = wire.AllIn(&notCompact, t)
+	}
 	if compact {
 		dots = bytes.Count(t, dot)
-	} else {
-		t = d.r.TextBytes()
-		dots, compact = compactText(t)
 	}
 	if dots > 0 || !compact && bytes.IndexByte(t, '.') >= 0 {
 		if inChain {
@@ -251,22 +252,11 @@ func (d *decoder) carried(enc Encoding, inChain bool) (Element, error) {
 
 // compactText reports whether b holds only base64url characters and
 // periods (what a JWS Compact Serialization is made of) and counts the
-// periods: one pass, branch-free over eight octets at a time (an octet's
-// entry in notCompact is 0 when it belongs), the count a vectorized
-// bytes.Count. Text with two periods, neither first nor last nor side by
+// periods: one pass (wire.AllIn: an octet's entry in notCompact is 0
+// when it belongs), the count a vectorized bytes.Count. Text with two periods, neither first nor last nor side by
 // side, is then the CDDL's JwsCompact: three non-empty base64url runs.
 func compactText(b []byte) (dots int, ok bool) {
-	var bad byte
-	n := 0
-	for ; len(b)-n >= 8; n += 8 {
-		w := b[n : n+8 : n+8]
-		bad |= notCompact[w[0]] | notCompact[w[1]] | notCompact[w[2]] | notCompact[w[3]] |
-			notCompact[w[4]] | notCompact[w[5]] | notCompact[w[6]] | notCompact[w[7]]
-	}
-	for _, c := range b[n:] {
-		bad |= notCompact[c]
-	}
-	if bad != 0 {
+	if !wire.AllIn(&notCompact, b) {
 		return 0, false
 	}
 	return bytes.Count(b, dot), true
