@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/quantumlearningmachines/handoff/internal/wire"
 	"github.com/quantumlearningmachines/handoff/trust"
 )
 
@@ -21,8 +22,10 @@ import (
 //
 // A hit is never verified again. The elements found from the offer's prev
 // link backwards (the usual case: the same prefix under a new offer) are
-// not parsed or hashed either; below the first miss, each element is
-// hashed to be looked up and only a miss is parsed.
+// not parsed or hashed either, and when the whole chain of a JSON Handoff
+// is found so, Receive does not even read its text (Receiver.warm); below
+// the first miss, each element is hashed to be looked up and only a miss
+// is parsed.
 //
 // What it holds is only ever a success: an element whose signed form,
 // payload and signature passed with a key the trust binds to its iss. A
@@ -38,9 +41,9 @@ import (
 // it is a *trust.Config itself; with any other KeySource and no
 // TrustGeneration the cache is not used, since a change could not be seen.
 //
-// It is bounded by entries and by bytes (an estimate: twice the element's
-// octets, for the octets kept and the decoded payload, plus 512 and what
-// its unknown members decoded to), evicting by a second-chance (CLOCK)
+// It is bounded by entries and by bytes (an estimate: three times the
+// element's octets, for the two copies kept and the decoded payload, plus
+// 512 and what its unknown members decoded to), evicting by a second-chance (CLOCK)
 // rule: the oldest entry goes unless it was hit since it was last looked
 // at, an approximation of least recently used in which a hit writes no
 // shared list, only its entry's flag. It is safe for concurrent use by
@@ -68,10 +71,21 @@ type cacheKey struct {
 type cacheEntry struct {
 	k      cacheKey
 	form   Form
-	octets []byte   // the element's, compared on every look-up
-	own    ownLinks // its decoded payload and key; handed out as copies
-	size   int64
-	hit    atomic.Bool // hit since eviction last passed it: a second chance
+	octets []byte // the element's, compared on every look-up; never handed out
+	// shared is a second copy of octets, handed out as the element's
+	// octets in a chain found whole before it was read (Receiver.warm), so
+	// that such a receive copies none: what a caller writes into it can
+	// change what other Results read, never what a look-up compares.
+	shared []byte
+	// plain: octets are base64url and periods only, a JSON string's text
+	// as they stand (no escape, quote, control or non-ASCII octet), so
+	// that text read unchecked and equal to them is that string (walk's
+	// unread). A verified JWS always is (jws.Parse is strict); this is
+	// checked once, here, rather than assumed of the parser.
+	plain bool
+	own   ownLinks // its decoded payload and key; handed out as copies
+	size  int64
+	hit   atomic.Bool // hit since eviction last passed it: a second chance
 }
 
 // entryOverhead is the fixed part of an entry's size estimate: the map
@@ -128,10 +142,10 @@ func anySize(v any) int64 {
 // NewChainCache returns a cache of at most maxEntries elements and about
 // maxBytes bytes. Size it for the distinct elements live at once: a few
 // per chain that reaches the process in an element's lifetime (its exp).
-// An element of n octets counts 2n+512 bytes: a typical 1 KiB element
-// about 2.5 KiB, so 8192 entries need about 20 MiB (handoff serve keeps
+// An element of n octets counts 3n+512 bytes: a typical 1 KiB element
+// about 3.5 KiB, so 8192 entries need about 28 MiB (handoff serve keeps
 // 8192 and 32 MiB); one at the default MaxElement (64 KiB) counts about
-// 128 KiB. An element that alone exceeds maxBytes is not cached. A
+// 192 KiB. An element that alone exceeds maxBytes is not cached. A
 // bound below 1 is taken as 1: maxBytes 1 caches nothing, maxEntries 1
 // one element.
 func NewChainCache(maxEntries int, maxBytes int64) *ChainCache {
@@ -199,11 +213,16 @@ func (c *ChainCache) put(k cacheKey, el Element, o *Offer, key *trust.Key) {
 	if have { // an offer received again: nothing to copy
 		return
 	}
-	size := 2*int64(len(el.Octets)) + entryOverhead + decodedSize(o)
+	size := 3*int64(len(el.Octets)) + entryOverhead + decodedSize(o)
 	if size > c.maxBytes {
 		return
 	}
-	e := &cacheEntry{k: k, form: el.Form, octets: bytes.Clone(el.Octets), size: size}
+	n := len(el.Octets)
+	two := make([]byte, 2*n)
+	copy(two, el.Octets)
+	copy(two[n:], el.Octets)
+	e := &cacheEntry{k: k, form: el.Form, octets: two[:n:n], shared: two[n:], size: size,
+		plain: el.Form == FormJWS && wire.AllIn(&notCompact, el.Octets)}
 	e.own.copyOf(o)
 	e.own.key = *key
 	c.mu.Lock()
@@ -285,6 +304,111 @@ func (v *cacheView) lookup(d Digest, el Element) *cacheEntry {
 		return nil
 	}
 	return v.c.get(k, el)
+}
+
+// walk finds the verified end of a chain, under one read lock: prev (the
+// offer's) names the last element by digest, a cached entry with that
+// element's exact octets and form is that element, verified, and its own
+// prev names the one before. It sets found[i] and digests[i] for each
+// element found and returns how many elements come before them (cold),
+// and whether the walk ended at a look-up that missed (the element at
+// cold-1, then not worth looking up again) rather than at a missing prev.
+// The caller counts the hits and the miss (count): a walk whose result
+// is dropped counts nothing. With unread (chain's octets are text read
+// unchecked: Receiver.warm), only a plain entry is that element.
+func (v *cacheView) walk(prev *Digest, chain []Element, found []*cacheEntry, digests []Digest, unread bool) (cold int, missed bool) {
+	c := v.c
+	cold = len(chain)
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	for want := prev; cold > 0 && want != nil; cold-- {
+		el := chain[cold-1]
+		k, ok := v.key(*want)
+		var e *cacheEntry
+		if ok {
+			if le, in := c.m[k]; in {
+				e = le.Value.(*cacheEntry)
+			}
+		}
+		if e == nil || e.form != el.Form || unread && !e.plain || !bytes.Equal(e.octets, el.Octets) {
+			return cold, true
+		}
+		if !e.hit.Load() { // under the read lock, as in get
+			e.hit.Store(true)
+		}
+		found[cold-1], digests[cold-1] = e, *want
+		want = e.own.o.Prev
+	}
+	return cold, false
+}
+
+// count adds a walk's look-ups to the counters.
+func (v *cacheView) count(hits int, missed bool) {
+	v.c.hits.Add(uint64(hits))
+	if missed {
+		v.c.misses.Add(1)
+	}
+}
+
+// warmChain is what Receiver.warm found before the chain's text was
+// read: the offer's parse, and the cache's entry and digest of each
+// chain element.
+type warmChain struct {
+	v       *cacheView
+	p       parsed
+	found   []*cacheEntry
+	digests []Digest
+}
+
+// warm reads b, a JSON Handoff, for a receiver with a cache, without
+// reading its chain's text: the text of a chain of 16 elements is about
+// 20 KB, and checking each octet of it is most of what a chain found in
+// the cache costs beyond the offer's own checks. The offer is parsed
+// first; a walk from its prev (walk) must then find every chain element
+// in the cache, form JWS and octets equal to the unread text's. Those
+// octets were checked when the element was cached (plain: base64url and
+// periods, no escape, quote or control octet), so the unread text is exactly what
+// ParseHandoff would have read there, and the rest of b is read by the
+// same decoder: the Handoff is the one ParseHandoff returns, its
+// elements' octets the cache's shared copies (cacheEntry.shared). A Handoff with no chain is
+// returned as read, with no warmChain: nothing of it was left unread. In
+// any other case (CBOR, a fault anywhere, an element not found) it
+// returns nil and
+// Receive reads b as always; what it read is dropped, so the faults and
+// their order are ParseHandoff's and checkChain's.
+func (r *Receiver) warm(b []byte) (*Handoff, *warmChain) {
+	v := r.cacheView()
+	lim := r.o.Limits
+	if v == nil || len(b) > lim.MaxHandoff || !IsJSON(b) {
+		return nil, nil
+	}
+	d := decoder{raw: true}
+	d.r.Reset(b, false, false)
+	h, fault := d.handoff(JSON)
+	if d.r.End(); d.r.Err() != nil || fault != nil || len(h.Chain) > lim.MaxChain {
+		return nil, nil
+	}
+	h.size = len(b)
+	if h.Chain == nil { // nothing was left unread: this is ParseHandoff's
+		return h, nil
+	}
+	p, err := parseElement(h.Offer, "offer", lim)
+	if err != nil {
+		return nil, nil
+	}
+	n := len(h.Chain)
+	for i := range h.Chain {
+		h.Chain[i].Form = FormJWS // as the entries must hold them
+	}
+	w := &warmChain{v: v, p: p, found: make([]*cacheEntry, n), digests: make([]Digest, n)}
+	if cold, _ := v.walk(p.offer.Prev, h.Chain, w.found, w.digests, true); cold > 0 {
+		return nil, nil
+	}
+	v.count(n, false)
+	for i, e := range w.found {
+		h.Chain[i].Octets = e.shared // they aliased b until here
+	}
+	return h, w
 }
 
 // element is el as the entry holds it, verified: its payload and key

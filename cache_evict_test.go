@@ -52,3 +52,34 @@ func TestChainCacheSecondChance(t *testing.T) {
 		t.Fatal("another form under a cached digest hit")
 	}
 }
+
+// TestWalkUnreadTakesOnlyPlainEntries: text read unchecked (Receiver.warm)
+// is taken as an entry's element only when the entry's octets are plain,
+// a JSON string's text as they stand; a checked element is taken either
+// way. A verified JWS is always plain (jws.Parse is strict): the guard
+// holds the warm read's premise in the cache itself.
+func TestWalkUnreadTakesOnlyPlainEntries(t *testing.T) {
+	c := NewChainCache(8, 1<<20)
+	v := &cacheView{c: c, gen: 1, lim: defaultLimits}
+	for _, tc := range []struct {
+		octets string
+		plain  bool
+	}{
+		{"eyJh.eyJi.c2ln", true},
+		{`eyJh\u002e.eyJi.c2ln`, false},
+		{"eyJh.eyJi\n.c2ln", false},
+		{"eyJh.eyJi.c2ln\"", false},
+	} {
+		el := Element{Form: FormJWS, Octets: []byte(tc.octets)}
+		d := el.Digest()
+		k, _ := v.key(d)
+		c.put(k, el, &Offer{}, &trust.Key{})
+		for _, unread := range []bool{false, true} {
+			found, digests := make([]*cacheEntry, 1), make([]Digest, 1)
+			cold, _ := v.walk(&d, []Element{el}, found, digests, unread)
+			if want := !unread || tc.plain; (cold == 0) != want {
+				t.Errorf("%q, unread %v: found %v, want %v", tc.octets, unread, cold == 0, want)
+			}
+		}
+	}
+}

@@ -107,8 +107,18 @@ func (f *fleet) next(t testing.TB, h *handoff.Handoff) *handoff.Handoff {
 
 func (f *fleet) receiver(t testing.TB, keys handoff.KeySource, cache *handoff.ChainCache) *handoff.Receiver {
 	t.Helper()
-	r, err := handoff.NewReceiver(handoff.Options{Me: fleetMe, Keys: keys, ChainCache: cache,
-		Now: func() time.Time { return benchNow }})
+	return f.receiverWith(t, handoff.Options{Keys: keys, ChainCache: cache})
+}
+
+// receiverWith is a receiver with o, whose Me, Now and (when unset) Keys
+// are the fleet's.
+func (f *fleet) receiverWith(t testing.TB, o handoff.Options) *handoff.Receiver {
+	t.Helper()
+	o.Me, o.Now = fleetMe, func() time.Time { return benchNow }
+	if o.Keys == nil {
+		o.Keys = f.cfg
+	}
+	r, err := handoff.NewReceiver(o)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,7 +12,7 @@ import (
 // chain and C[n] the offer o. The first failure is reported in the order
 // of D6: length, each element's form and signature, prev links,
 // continuity, timing, cycle.
-func (r *Receiver) checkChain(h *Handoff, o *Offer) ([]ChainElement, ChainQuality, *CheckError) {
+func (r *Receiver) checkChain(h *Handoff, o *Offer, w *warmChain) ([]ChainElement, ChainQuality, *CheckError) {
 	lim := r.o.Limits
 	fail := func(reason Reason, i int, member string, format string, args ...any) *CheckError {
 		return &CheckError{Reason: reason, Index: i, Member: member, Err: fmt.Errorf(format, args...)}
@@ -27,8 +27,13 @@ func (r *Receiver) checkChain(h *Handoff, o *Offer) ([]ChainElement, ChainQualit
 	// still decoded so that links, continuity, timing and cycles are
 	// checked over it (D6).
 	chain := make([]ChainElement, n)
-	digests := make([]Digest, n) // each element's, for the prev links
-	if ce := r.checkElements(h, o, chain, digests); ce != nil {
+	var digests []Digest // each element's, for the prev links
+	if w != nil {
+		digests = w.digests
+	} else {
+		digests = make([]Digest, n)
+	}
+	if ce := r.checkElements(h, o, chain, digests, w); ce != nil {
 		return nil, "", ce
 	}
 	unverifiable := false
@@ -137,31 +142,32 @@ func (r *Receiver) checkChain(h *Handoff, o *Offer) ([]ChainElement, ChainQualit
 // the offer's prev names the last element by digest, a cached entry with
 // those exact octets is that element, verified, and its own prev names
 // the one before. Those elements are neither parsed, verified nor hashed
-// again. The rest (a miss and everything before it) is taken in order:
+// again (w: Receiver.warm found them all before the chain was read). The
+// rest (a miss and everything before it) is taken in order:
 // each element is hashed and looked up, and only a miss is parsed. The
 // signatures still to check are then verified across cores.
-func (r *Receiver) checkElements(h *Handoff, o *Offer, chain []ChainElement, digests []Digest) *CheckError {
+func (r *Receiver) checkElements(h *Handoff, o *Offer, chain []ChainElement, digests []Digest, w *warmChain) *CheckError {
 	cache := r.cacheView()
 	cold := len(h.Chain) // elements [0, cold) are not known verified
-	walked := false      // whether h.Chain[cold-1] was looked up by the walk
-	var own []ownLinks   // the hits' copies, one allocation, at the first hit
+	walked := false      // whether h.Chain[cold-1] was looked up by the walk, and missed
+	var found []*cacheEntry
+	switch {
+	case w != nil:
+		cache, found, cold = w.v, w.found, 0 // and digests are w's
+	case cache != nil:
+		found = make([]*cacheEntry, cold)
+		cold, walked = cache.walk(o.Prev, h.Chain, found, digests, false)
+		cache.count(len(h.Chain)-cold, walked)
+	}
+	var own []ownLinks // the hits' copies, one allocation, at the first hit
 	slot := func(i int) *ownLinks {
 		if own == nil {
 			own = make([]ownLinks, len(h.Chain))
 		}
 		return &own[i]
 	}
-	if cache != nil {
-		for want := o.Prev; cold > 0 && want != nil; cold-- {
-			walked = true
-			e := cache.lookup(*want, h.Chain[cold-1])
-			if e == nil {
-				break
-			}
-			c := e.element(h.Chain[cold-1], slot(cold-1))
-			chain[cold-1], digests[cold-1] = c, *want
-			want = c.Offer.Prev
-		}
+	for i := cold; i < len(h.Chain); i++ {
+		chain[i] = found[i].element(h.Chain[i], slot(i))
 	}
 
 	// The rest, in order: look up, parse a miss (up to the first element

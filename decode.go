@@ -122,6 +122,11 @@ type decoder struct {
 	// arena is where a Handoff's chain elements keep their octets: a few
 	// allocations for a chain, not one per element.
 	arena []byte
+	// raw: a JSON chain's elements are read unchecked (wire.Reader.RawText),
+	// as FormInvalid elements whose octets alias the input, for
+	// Receiver.warm alone, which keeps the Handoff only when each of them
+	// equals an element verified before.
+	raw bool
 }
 
 // keep returns a copy of a chain element's octets (t, just read), carved

@@ -209,6 +209,11 @@ func (d *decoder) carried(enc Encoding, inChain bool) (Element, error) {
 		v := d.r.Any()
 		return Element{}, malformed("", "is %s, want a signed element", wire.TypeName(v))
 	}
+	if inChain && d.raw {
+		if t, ok := d.r.RawText(); ok {
+			return Element{Form: FormInvalid, Octets: t}, nil
+		}
+	}
 	var el Element
 	var err error
 	var dots int

@@ -207,8 +207,9 @@ type Result struct {
 // ChainElement is one checked chain element: its decoded payload, and the
 // key that verified it, or nil when no trusted key was found (unverifiable).
 // With a ChainCache, Offer's Refs and Extra (and Obo's Extra) may be
-// shared with the cache and other receives: read them, do not write into
-// them.
+// shared with the cache and other receives, and so may Element's Octets
+// (and those of Result.Handoff's chain) when Receive found the whole chain
+// in the cache: read them, do not write into them.
 type ChainElement struct {
 	Element Element
 	Offer   *Offer
@@ -221,8 +222,12 @@ type ChainElement struct {
 // outcome is Rejected or Equivocation, or an error of the replay memory
 // (then the Result is nil and nothing was decided).
 func (r *Receiver) Receive(ctx context.Context, b []byte, dialog string) (*Result, error) {
-	h, err := ParseHandoff(b, r.o.Limits)
-	return r.ReceiveParsed(ctx, h, err, dialog)
+	h, w := r.warm(b)
+	var err error
+	if h == nil {
+		h, err = ParseHandoff(b, r.o.Limits)
+	}
+	return r.receive(ctx, h, err, dialog, w)
 }
 
 // ReceiveParsed is Receive for a Handoff the caller has already decoded:
@@ -233,6 +238,12 @@ func (r *Receiver) Receive(ctx context.Context, b []byte, dialog string) (*Resul
 // is rejected with "policy", as Receive would have; one built in memory
 // (not by ParseHandoff) is taken as it is.
 func (r *Receiver) ReceiveParsed(ctx context.Context, h *Handoff, parseErr error, dialog string) (*Result, error) {
+	return r.receive(ctx, h, parseErr, dialog, nil)
+}
+
+// receive is ReceiveParsed, with what Receiver.warm found when it read h
+// (w nil when it did not).
+func (r *Receiver) receive(ctx context.Context, h *Handoff, parseErr error, dialog string, w *warmChain) (*Result, error) {
 	res := &Result{ChainQuality: ChainUnchecked}
 	now := r.o.Now()
 	lim := r.o.Limits
@@ -279,8 +290,11 @@ func (r *Receiver) ReceiveParsed(ctx context.Context, h *Handoff, parseErr error
 		digestOnly()
 		return fromMember(1, OfferIndex, err)
 	}
-	p, err := parseElement(h.Offer, "offer", lim)
-	if err != nil {
+	var p parsed
+	cache := r.cacheView()
+	if w != nil {
+		p, cache = w.p, w.v // the generation its entries were found under
+	} else if p, err = parseElement(h.Offer, "offer", lim); err != nil {
 		digestOnly()
 		return fromMember(1, OfferIndex, err)
 	}
@@ -288,7 +302,6 @@ func (r *Receiver) ReceiveParsed(ctx context.Context, h *Handoff, parseErr error
 	res.OfferDigest = &od
 	o := p.offer
 	// D1 (b), (c): a key bound to iss, then the signature.
-	cache := r.cacheView()
 	key, err := p.verifyWith(r.o.Keys, o.Iss)
 	if err != nil {
 		if errors.Is(err, errNoKey) {
@@ -357,7 +370,7 @@ func (r *Receiver) ReceiveParsed(ctx context.Context, h *Handoff, parseErr error
 
 	// Step 6: the chain (draft "Checking a Chain", D6-D8).
 	if len(h.Chain) > 0 { // an empty chain built in memory is none (the parser refuses one)
-		chain, q, ce := r.checkChain(h, o)
+		chain, q, ce := r.checkChain(h, o, w)
 		if ce != nil {
 			return reject(ce.Reason, 6, ce.Index, ce.Member, ce.Err)
 		}

@@ -151,7 +151,7 @@ END {
 	bn[1] = "VerifyOfferJWS";  mul[1] = 1;  t[1] = 1.10; l[1] = "JWS offer / floor";      im[1] = "jws-x-floor"
 	bn[2] = "VerifyOfferCOSE"; mul[2] = 1;  t[2] = 1.20; l[2] = "COSE offer / floor";     im[2] = "cose-x-floor"
 	bn[3] = "VerifyChain16";   mul[3] = 17; t[3] = 1.15; l[3] = "chain16 / (17 x floor)"; im[3] = "chain16-x-17floor"
-	bn[4] = "VerifyChain16Warm"; mul[4] = 1; t[4] = 1.30; l[4] = "chain16 warm / floor";   im[4] = "-"
+	bn[4] = "VerifyChain16Warm"; mul[4] = 1; t[4] = 1.30; l[4] = "chain16 warm / floor";   im[4] = "warm16-x-floor"
 	print ""
 	printf "%-24s %7s %9s  %-7s %11s %10s %6s %12s\n", "ratio (in a round)", "median", "target", "verdict", "rounds", "of-medians", "best", "interleaved"
 	miss = 0

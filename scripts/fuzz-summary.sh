@@ -48,6 +48,7 @@ describe() {
   ./FuzzParseHandoffJSON) echo "a JSON Handoff (round trip of element octets and unknown members)" ;;
   ./FuzzParseHandoffCBOR) echo "a CBOR Handoff (round trip of element octets and unknown members)" ;;
   ./FuzzReceive) echo "any octets through Receiver.Receive (steps 1-7, D7)" ;;
+  ./FuzzReceiveWarm) echo "any octets, received with a warm chain cache and without: the same Result" ;;
   ./FuzzDecodeOfferPayload) echo "an offer payload, JSON or CBOR (decode, encode, decode)" ;;
   ./FuzzDecodeStatusPayload) echo "a status payload, JSON or CBOR (decode, encode, decode)" ;;
   internal/cose/FuzzParse) echo "a COSE_Sign1 message (the ES256 profile)" ;;

@@ -1,10 +1,8 @@
 package wire
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
-	"unicode/utf8"
 	"unsafe"
 )
 
@@ -442,107 +440,6 @@ func (r *Reader) More() bool {
 	return true
 }
 
-// text reads a text value and returns its octets, aliasing the input when
-// it can (always in CBOR; in JSON when it has no escape), and the offset
-// of those octets in the input (-1 when they do not alias it).
-func (r *Reader) text() ([]byte, int) {
-	if r.err != nil {
-		return nil, -1
-	}
-	if r.cbor {
-		major, _, arg, err := r.c.head()
-		if err != nil {
-			r.fail(err)
-			return nil, -1
-		}
-		if major != 3 {
-			r.fail(errUse)
-			return nil, -1
-		}
-		start := r.c.off
-		s, err := r.c.take(arg)
-		if err != nil {
-			r.fail(err)
-			return nil, -1
-		}
-		if !utf8.Valid(s) {
-			r.fail(errors.New("text string is not valid UTF-8"))
-			return nil, -1
-		}
-		return s, start
-	}
-	p := &r.j
-	p.ws()
-	if p.i >= len(p.b) {
-		r.fail(errJSONEnd)
-		return nil, -1
-	}
-	if p.b[p.i] != '"' {
-		r.fail(errUse)
-		return nil, -1
-	}
-	span, start, err := p.unescaped()
-	if err != nil {
-		r.fail(err)
-		return nil, -1
-	}
-	if span != nil {
-		return span, start
-	}
-	s, err := p.escaped(start)
-	if err != nil {
-		r.fail(err)
-		return nil, -1
-	}
-	return []byte(s), -1
-}
-
-// TextIn reads a JSON text value whose octets all have a zero entry in
-// notIn, and returns them (aliasing the input) with true; for any other
-// value, and in CBOR, it reads nothing and returns false. notIn must be
-// non-zero for '"', '\\', the control octets and those of 0x80 and above:
-// a string of the others has no escape and is valid UTF-8, so its octets
-// between the quotes are its text, and one pass over them is both the
-// caller's check of its alphabet and the parser's of the string. (A
-// signed element in a chain is 1 KiB or more of base64url: text() would
-// scan it, then the caller again.)
-func (r *Reader) TextIn(notIn *[256]byte) ([]byte, bool) {
-	if r.err != nil || r.cbor {
-		return nil, false
-	}
-	p := &r.j
-	p.ws()
-	if p.i >= len(p.b) || p.b[p.i] != '"' {
-		return nil, false
-	}
-	end := bytes.IndexByte(p.b[p.i+1:], '"')
-	if end < 0 {
-		return nil, false
-	}
-	span := p.b[p.i+1 : p.i+1+end : p.i+1+end]
-	if !AllIn(notIn, span) {
-		return nil, false
-	}
-	p.i += end + 2
-	return span, true
-}
-
-// AllIn reports whether every octet of b has a zero entry in notIn: one
-// pass, branch-free over eight octets at a time.
-func AllIn(notIn *[256]byte, b []byte) bool {
-	var bad byte
-	n := 0
-	for ; len(b)-n >= 8; n += 8 {
-		w := b[n : n+8 : n+8]
-		bad |= notIn[w[0]] | notIn[w[1]] | notIn[w[2]] | notIn[w[3]] |
-			notIn[w[4]] | notIn[w[5]] | notIn[w[6]] | notIn[w[7]]
-	}
-	for _, c := range b[n:] {
-		bad |= notIn[c]
-	}
-	return bad == 0
-}
-
 // Left is how many octets of the input are still to be read: a bound on
 // the size of any value yet to come.
 func (r *Reader) Left() int {
@@ -550,25 +447,6 @@ func (r *Reader) Left() int {
 		return len(r.c.b) - r.c.off
 	}
 	return len(r.j.b) - r.j.i
-}
-
-// Text reads a text value.
-func (r *Reader) Text() string {
-	b, at := r.text()
-	if r.err != nil {
-		return ""
-	}
-	if at >= 0 && r.s != "" {
-		return r.s[at : at+len(b)]
-	}
-	return string(b)
-}
-
-// TextBytes reads a text value and returns its octets. They may alias the
-// input: copy them to keep them.
-func (r *Reader) TextBytes() []byte {
-	b, _ := r.text()
-	return b
 }
 
 // Uint reads a non-negative integer: in JSON a literal of digits only

@@ -1,0 +1,239 @@
+package handoff_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"math"
+	"reflect"
+	"testing"
+
+	"github.com/quantumlearningmachines/handoff"
+)
+
+// warmSetup is a receiver's cache holding a chain of 4 (agents 0..3 and
+// their offers), and the JSON Handoff of a fresh offer continuing it, as
+// the encoder writes it: the chain's text is what Receiver.warm leaves
+// unread.
+type warmSetup struct {
+	f     *fleet
+	cache *handoff.ChainCache
+	h     *handoff.Handoff
+	msg   []byte
+}
+
+func newWarmSetup(t testing.TB) *warmSetup {
+	t.Helper()
+	f := newFleet(t, 5)
+	cache := handoff.NewChainCache(100, 1<<20)
+	first := f.chain(t, 5, "warm-read")
+	if res := receiveHandoff(t, f.receiver(t, f.cfg, cache), first); res.Outcome != handoff.Accepted {
+		t.Fatalf("cold: %s %v", res.Outcome, res.Err)
+	}
+	h := f.next(t, first)
+	msg, err := h.Encode(handoff.JSON)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &warmSetup{f: f, cache: cache, h: h, msg: msg}
+}
+
+// receiver is a fresh receiver (a memory of its own) with the warm cache.
+func (w *warmSetup) receiver(t testing.TB, lim handoff.Limits) *handoff.Receiver {
+	return w.f.receiverWith(t, handoff.Options{Limits: lim, ChainCache: w.cache})
+}
+
+// both receives in on two fresh receivers, one with the warm cache and
+// one with none, and fails unless their Results are the same in every
+// member: what the warm read takes from the cache must be exactly what
+// reading the whole Handoff gives.
+func (w *warmSetup) both(t testing.TB, in []byte, lim handoff.Limits) (warm, plain *handoff.Result) {
+	t.Helper()
+	warm, werr := w.receiver(t, lim).Receive(context.Background(), in, "")
+	plain, perr := w.f.receiverWith(t, handoff.Options{Limits: lim}).Receive(context.Background(), in, "")
+	if warm == nil || plain == nil {
+		t.Fatalf("no result: %v / %v", werr, perr)
+	}
+	if fmt.Sprint(werr) != fmt.Sprint(perr) {
+		t.Fatalf("with the cache: %v\nwithout: %v", werr, perr)
+	}
+	if d := firstDiff("Result", reflect.ValueOf(warm), reflect.ValueOf(plain)); d != "" {
+		t.Fatalf("the Results differ in %s (with the cache: %s %v; without: %s %v)", d, warm.Outcome, werr, plain.Outcome, perr)
+	}
+	return warm, plain
+}
+
+// TestWarmReadIsAFullRead (issue 19): a Receive whose chain the cache
+// holds leaves the chain's text unread, and its Result is the one a
+// receiver without a cache gives, for the Handoff as encoded and for
+// every way its text can differ from what the cache holds: an escape in
+// an element (the same octets once read), an escaped quote, a control or
+// non-ASCII octet, a syntax error after the chain, a member twice, a
+// chain over the receiver's bound, an element that is not a string, a
+// broken offer. The warm read is taken (the chain's elements counted as
+// hits, no look-up missed) exactly where the text is what the cache
+// holds.
+func TestWarmReadIsAFullRead(t *testing.T) {
+	w := newWarmSetup(t)
+	el0 := string(w.h.Chain[0].Octets)
+	el3 := string(w.h.Chain[3].Octets)
+	offer := string(w.h.Offer.Octets)
+	dot := bytes.IndexByte(w.h.Chain[0].Octets, '.')
+	edit := func(old, new string) []byte {
+		if !bytes.Contains(w.msg, []byte(old)) {
+			t.Fatalf("%.20q is not in the Handoff", old)
+		}
+		return bytes.Replace(w.msg, []byte(old), []byte(new), 1)
+	}
+	syntaxAfter := append(bytes.TrimSuffix(bytes.TrimSpace(bytes.Clone(w.msg)), []byte("}")), ",}"...)
+	for _, c := range []struct {
+		name    string
+		in      []byte
+		lim     handoff.Limits
+		warm    bool // the chain's text is left unread
+		outcome handoff.Outcome
+	}{
+		{"as encoded", w.msg, handoff.Limits{}, true, handoff.Accepted},
+		{"white space between elements", edit(`","`, "\" ,\n\t\""), handoff.Limits{}, true, handoff.Accepted},
+		{"an element's period escaped", edit(el0, el0[:dot]+`\u002e`+el0[dot+1:]), handoff.Limits{}, false, handoff.Accepted},
+		{"an escaped quote in an element", edit(el3, el3[:10]+`\"`+el3[10:]), handoff.Limits{}, false, handoff.Rejected},
+		{"an escaped quote ending an element", edit(el3+`"`, el3+`\""`), handoff.Limits{}, false, handoff.Rejected},
+		{"a control octet in an element", edit(el0, el0[:5]+"\x01"+el0[5:]), handoff.Limits{}, false, handoff.Rejected},
+		{"a non-ASCII octet in an element", edit(el0, el0[:5]+"é"+el0[5:]), handoff.Limits{}, false, handoff.Rejected},
+		{"an element cut short", edit(el0, el0[:len(el0)-1]), handoff.Limits{}, false, handoff.Rejected},
+		{"a syntax error after the chain", syntaxAfter, handoff.Limits{}, false, handoff.Rejected},
+		{"the chain member twice", edit(`{`, `{"chain":["x"],`), handoff.Limits{}, false, handoff.Rejected},
+		{"a chain over the bound", w.msg, handoff.Limits{MaxChain: 3}, false, handoff.Rejected},
+		{"an element that is not a string", edit(`"`+el3+`"`, `"`+el3+`",7`), handoff.Limits{}, false, handoff.Rejected},
+		{"a broken offer", edit(offer, offer[:20]+"!"+offer[21:]), handoff.Limits{}, false, handoff.Rejected},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if warm := w.receiver(t, c.lim).ReadsWarm(c.in); warm != c.warm {
+				t.Fatalf("chain text left unread: %v, want %v", warm, c.warm)
+			}
+			before := w.cache.Stats()
+			res, _ := w.both(t, c.in, c.lim)
+			if res.Outcome != c.outcome {
+				t.Fatalf("outcome %s (%v), want %s", res.Outcome, res.Err, c.outcome)
+			}
+			if s := w.cache.Stats(); c.warm && (s.Hits-before.Hits != 4 || s.Misses != before.Misses) {
+				t.Fatalf("the cache went from %+v to %+v: want the 4 elements found, one look-up each", before, s)
+			}
+		})
+	}
+}
+
+// TestWarmReadSharesNoCompare: a warm Result's element octets are the
+// cache's shared copy (read-only, documented on ChainElement); what a
+// caller writes into them changes nothing the cache compares. The next
+// receive still finds the chain, and a chain carrying the written octets
+// is read, verified and rejected, not taken as the element they were.
+func TestWarmReadSharesNoCompare(t *testing.T) {
+	w := newWarmSetup(t)
+	res, _ := w.both(t, w.msg, handoff.Limits{})
+	spoiled := res.Chain[2].Element.Octets
+	spoiled[len(spoiled)-5] ^= 'A' ^ 'B' // in the signature: still base64url
+	if !bytes.Equal(res.Handoff.Chain[2].Octets, spoiled) {
+		t.Fatal("the Result's chain and Handoff do not share the element's octets")
+	}
+	again := receiveHandoff(t, w.f.receiver(t, w.f.cfg, w.cache), w.f.next(t, w.h))
+	if again.Outcome != handoff.Accepted || again.ChainQuality != handoff.ChainFull {
+		t.Fatalf("after a caller's write: %s %s %v", again.Outcome, again.ChainQuality, again.Err)
+	}
+	forged := *w.f.next(t, w.h)
+	forged.Chain = append([]handoff.Element(nil), forged.Chain...)
+	forged.Chain[2] = handoff.Element{Form: handoff.FormJWS, Octets: bytes.Clone(spoiled)}
+	res, _ = w.both(t, mustJSON(t, &forged), handoff.Limits{})
+	if res.Outcome != handoff.Rejected || res.Reason != handoff.ReasonBrokenChain || res.Err.Index != 2 {
+		t.Fatalf("the written octets: %s %s %v, want rejected broken-chain at chain[2]", res.Outcome, res.Reason, res.Err)
+	}
+}
+
+func mustJSON(t testing.TB, h *handoff.Handoff) []byte {
+	t.Helper()
+	b, err := h.Encode(handoff.JSON)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// FuzzReceiveWarm holds the warm read (a chain found in the cache, its
+// text left unread) to the full one: any octets, received by a receiver
+// whose cache holds a chain and by one with no cache, give the same
+// Result in every member. The seeds are the warm Handoff and the edits
+// of TestWarmReadIsAFullRead.
+func FuzzReceiveWarm(f *testing.F) {
+	w := newWarmSetup(f)
+	f.Add(w.msg)
+	f.Add(bytes.Replace(w.msg, []byte(`","`), []byte("\" , \""), -1))
+	f.Add(bytes.Replace(w.msg, []byte(`.`), []byte(`\u002e`), 1))
+	f.Add(bytes.Replace(w.msg, []byte(`","`), []byte(`\",\"`), 1))
+	f.Fuzz(func(t *testing.T, in []byte) {
+		w.both(t, in, handoff.Limits{})
+	})
+}
+
+// firstDiff names the first member in which a and b differ ("" when
+// none), following pointers, structs, slices and maps.
+func firstDiff(path string, a, b reflect.Value) string {
+	if a.IsValid() != b.IsValid() || a.IsValid() && a.Type() != b.Type() {
+		return path
+	}
+	if !a.IsValid() {
+		return ""
+	}
+	switch a.Kind() {
+	case reflect.Pointer, reflect.Interface:
+		if a.IsNil() || b.IsNil() {
+			if a.IsNil() != b.IsNil() {
+				return path
+			}
+			return ""
+		}
+		return firstDiff(path, a.Elem(), b.Elem())
+	case reflect.Struct:
+		for i := range a.NumField() {
+			if d := firstDiff(path+"."+a.Type().Field(i).Name, a.Field(i), b.Field(i)); d != "" {
+				return d
+			}
+		}
+		return ""
+	case reflect.Slice, reflect.Array:
+		if a.Kind() == reflect.Slice && (a.IsNil() != b.IsNil()) || a.Len() != b.Len() {
+			return path
+		}
+		for i := range a.Len() {
+			if d := firstDiff(fmt.Sprintf("%s[%d]", path, i), a.Index(i), b.Index(i)); d != "" {
+				return d
+			}
+		}
+		return ""
+	case reflect.Map:
+		if a.IsNil() != b.IsNil() || a.Len() != b.Len() {
+			return path
+		}
+		for _, k := range a.MapKeys() {
+			if d := firstDiff(fmt.Sprintf("%s[%v]", path, k), a.MapIndex(k), b.MapIndex(k)); d != "" {
+				return d
+			}
+		}
+		return ""
+	case reflect.Func, reflect.Chan, reflect.UnsafePointer:
+		if a.Pointer() != b.Pointer() {
+			return path
+		}
+		return ""
+	case reflect.Float32, reflect.Float64:
+		x, y := a.Float(), b.Float()
+		if x != y && !(math.IsNaN(x) && math.IsNaN(y)) {
+			return path
+		}
+		return ""
+	default: // the comparable kinds left
+		if !a.Equal(b) {
+			return path
+		}
+		return ""
+	}
+}
