@@ -43,7 +43,7 @@ import (
 //
 // It is bounded by entries and by bytes (an estimate: three times the
 // element's octets, for the two copies kept and the decoded payload, plus
-// 512 and what its unknown members decoded to), evicting by a second-chance (CLOCK)
+// 1024 and what its unknown members decoded to), evicting by a second-chance (CLOCK)
 // rule: the oldest entry goes unless it was hit since it was last looked
 // at, an approximation of least recently used in which a hit writes no
 // shared list, only its entry's flag. It is safe for concurrent use by
@@ -83,14 +83,16 @@ type cacheEntry struct {
 	// unread). A verified JWS always is (jws.Parse is strict); this is
 	// checked once, here, rather than assumed of the parser.
 	plain bool
-	own   ownLinks // its decoded payload and key; handed out as copies
+	own   ownLinks // its decoded payload and key: what walk and the checks read; never handed out
+	pub   ownLinks // a copy of own, handed out in Results (ChainElement: read-only)
 	size  int64
 	hit   atomic.Bool // hit since eviction last passed it: a second chance
 }
 
 // entryOverhead is the fixed part of an entry's size estimate: the map
-// and list cells, the Offer struct and the key.
-const entryOverhead = 512
+// and list cells, and two copies of the Offer struct, its links and the
+// key.
+const entryOverhead = 1024
 
 // decodedSize estimates what an offer's decoded members hold beyond the
 // payload octets its texts alias: the trees of unknown members (Extra,
@@ -142,10 +144,10 @@ func anySize(v any) int64 {
 // NewChainCache returns a cache of at most maxEntries elements and about
 // maxBytes bytes. Size it for the distinct elements live at once: a few
 // per chain that reaches the process in an element's lifetime (its exp).
-// An element of n octets counts 3n+512 bytes: a typical 1 KiB element
-// about 3.5 KiB, so 8192 entries need about 28 MiB (handoff serve keeps
+// An element of n octets counts 3n+1024 bytes: a typical 1 KiB element
+// about 4 KiB, so 8192 entries need about 32 MiB (handoff serve keeps
 // 8192 and 32 MiB); one at the default MaxElement (64 KiB) counts about
-// 192 KiB. An element that alone exceeds maxBytes is not cached. A
+// 193 KiB. An element that alone exceeds maxBytes is not cached. A
 // bound below 1 is taken as 1: maxBytes 1 caches nothing, maxEntries 1
 // one element.
 func NewChainCache(maxEntries int, maxBytes int64) *ChainCache {
@@ -217,14 +219,14 @@ func (c *ChainCache) put(k cacheKey, el Element, o *Offer, key *trust.Key) {
 	if size > c.maxBytes {
 		return
 	}
-	n := len(el.Octets)
-	two := make([]byte, 2*n)
-	copy(two, el.Octets)
-	copy(two[n:], el.Octets)
-	e := &cacheEntry{k: k, form: el.Form, octets: two[:n:n], shared: two[n:], size: size,
+	// Two allocations: a Result that keeps the shared copy does not keep
+	// the compared one alive once the entry is evicted.
+	e := &cacheEntry{k: k, form: el.Form, octets: bytes.Clone(el.Octets), shared: bytes.Clone(el.Octets), size: size,
 		plain: el.Form == FormJWS && wire.AllIn(&notCompact, el.Octets)}
 	e.own.copyOf(o)
 	e.own.key = *key
+	e.pub.copyOf(&e.own.o)
+	e.pub.key = *key
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if _, ok := c.m[k]; ok {
@@ -315,7 +317,10 @@ func (v *cacheView) lookup(d Digest, el Element) *cacheEntry {
 // cold-1, then not worth looking up again) rather than at a missing prev.
 // The caller counts the hits and the miss (count): a walk whose result
 // is dropped counts nothing. With unread (chain's octets are text read
-// unchecked: Receiver.warm), only a plain entry is that element.
+// unchecked, before the offer's signature is checked: Receiver.warm),
+// only a plain entry is that element, and no entry is marked hit: touch
+// does that once the offer is verified, so that an offer anyone can forge
+// neither counts nor keeps entries from eviction.
 func (v *cacheView) walk(prev *Digest, chain []Element, found []*cacheEntry, digests []Digest, unread bool) (cold int, missed bool) {
 	c := v.c
 	cold = len(chain)
@@ -333,13 +338,27 @@ func (v *cacheView) walk(prev *Digest, chain []Element, found []*cacheEntry, dig
 		if e == nil || e.form != el.Form || unread && !e.plain || !bytes.Equal(e.octets, el.Octets) {
 			return cold, true
 		}
-		if !e.hit.Load() { // under the read lock, as in get
+		if !unread && !e.hit.Load() { // under the read lock, as in get
 			e.hit.Store(true)
 		}
 		found[cold-1], digests[cold-1] = e, *want
 		want = e.own.o.Prev
 	}
 	return cold, false
+}
+
+// touch marks the entries found by an unread walk as hit, and counts
+// them, under the read lock as get does (an entry evicted since is
+// marked for nothing).
+func (v *cacheView) touch(found []*cacheEntry) {
+	v.c.mu.RLock()
+	for _, e := range found {
+		if !e.hit.Load() {
+			e.hit.Store(true)
+		}
+	}
+	v.c.mu.RUnlock()
+	v.count(len(found), false)
 }
 
 // count adds a walk's look-ups to the counters.
@@ -350,32 +369,37 @@ func (v *cacheView) count(hits int, missed bool) {
 	}
 }
 
-// warmChain is what Receiver.warm found before the chain's text was
-// read: the offer's parse, and the cache's entry and digest of each
-// chain element.
+// warmChain is what Receiver.warm learned before the chain's text was
+// read: the offer's parse (or its fault), and, when the whole chain was
+// found, the cache's entry and digest of each chain element (found nil
+// otherwise: the Handoff is read again, the offer is not).
 type warmChain struct {
 	v       *cacheView
 	p       parsed
+	perr    error
 	found   []*cacheEntry
 	digests []Digest
 }
 
 // warm reads b, a JSON Handoff, for a receiver with a cache, without
 // reading its chain's text: the text of a chain of 16 elements is about
-// 20 KB, and checking each octet of it is most of what a chain found in
-// the cache costs beyond the offer's own checks. The offer is parsed
+// 20 KB, and checking each octet of it was most of what a chain found in
+// the cache cost beyond the offer's own checks. The offer is parsed
 // first; a walk from its prev (walk) must then find every chain element
 // in the cache, form JWS and octets equal to the unread text's. Those
 // octets were checked when the element was cached (plain: base64url and
-// periods, no escape, quote or control octet), so the unread text is exactly what
-// ParseHandoff would have read there, and the rest of b is read by the
-// same decoder: the Handoff is the one ParseHandoff returns, its
-// elements' octets the cache's shared copies (cacheEntry.shared). A Handoff with no chain is
-// returned as read, with no warmChain: nothing of it was left unread. In
-// any other case (CBOR, a fault anywhere, an element not found) it
-// returns nil and
-// Receive reads b as always; what it read is dropped, so the faults and
-// their order are ParseHandoff's and checkChain's.
+// periods, no escape, quote or control octet), so the unread text is
+// exactly what ParseHandoff would have read there, and the rest of b is
+// read by the same decoder: the Handoff is the one ParseHandoff returns,
+// its elements' octets the cache's shared copies (cacheEntry.shared).
+//
+// A Handoff with no chain is returned as read, with no warmChain: nothing
+// of it was left unread. When the chain is not found whole, or the offer
+// fails to parse, it returns no Handoff (Receive reads b again, so the
+// faults and their order are ParseHandoff's and checkChain's) but the
+// offer's parse or fault, which that read would only repeat. In any other
+// case (CBOR, a fault anywhere) it returns nothing and Receive reads b as
+// always.
 func (r *Receiver) warm(b []byte) (*Handoff, *warmChain) {
 	v := r.cacheView()
 	lim := r.o.Limits
@@ -392,30 +416,31 @@ func (r *Receiver) warm(b []byte) (*Handoff, *warmChain) {
 	if h.Chain == nil { // nothing was left unread: this is ParseHandoff's
 		return h, nil
 	}
+	// The offer's member was read by the checked path: its parse is the
+	// one the Handoff read again would give, whatever the chain's fate.
 	p, err := parseElement(h.Offer, "offer", lim)
 	if err != nil {
-		return nil, nil
+		return nil, &warmChain{v: v, perr: err}
 	}
 	n := len(h.Chain)
 	for i := range h.Chain {
 		h.Chain[i].Form = FormJWS // as the entries must hold them
 	}
-	w := &warmChain{v: v, p: p, found: make([]*cacheEntry, n), digests: make([]Digest, n)}
-	if cold, _ := v.walk(p.offer.Prev, h.Chain, w.found, w.digests, true); cold > 0 {
-		return nil, nil
+	found, digests := make([]*cacheEntry, n), make([]Digest, n)
+	if cold, _ := v.walk(p.offer.Prev, h.Chain, found, digests, true); cold > 0 {
+		return nil, &warmChain{v: v, p: p}
 	}
-	v.count(n, false)
+	w := &warmChain{v: v, p: p, found: found, digests: digests}
 	for i, e := range w.found {
 		h.Chain[i].Octets = e.shared // they aliased b until here
 	}
 	return h, w
 }
 
-// element is el as the entry holds it, verified: its payload and key
-// copied into *own.
-func (e *cacheEntry) element(el Element, own *ownLinks) ChainElement {
-	own.key = e.own.key
-	return ChainElement{Element: el, Offer: own.copyOf(&e.own.o), Key: &own.key}
+// element is el as the entry holds it, verified: for a Result, with the
+// entry's shared payload and key, and the private payload for the checks.
+func (e *cacheEntry) element(el Element) (ChainElement, *Offer) {
+	return ChainElement{Element: el, Offer: &e.pub.o, Key: &e.pub.key}, &e.own.o
 }
 
 // remember caches an element verified with key, unless the trust changed
@@ -432,11 +457,10 @@ func (v *cacheView) remember(d Digest, el Element, o *Offer, key *trust.Key) {
 
 // ownLinks holds a copy of an offer whose Prev, Grant and Obo are its
 // own, and the key that verified it. The checks between elements read
-// those links through pointers: the cache keeps its own copy, and hands
-// out another, so that what a caller does to one receive's Result cannot
-// change what the cache answers another. Refs and Extra stay shared (see
-// ChainElement). A warm chain allocates one slice of them, not several
-// objects per element.
+// those links through pointers: an entry keeps a private copy for them
+// and walk, and hands out another (pub), so that what a caller does to a
+// Result cannot change what the cache answers. Refs and Extra are the
+// decoded payload's in both (see ChainElement).
 type ownLinks struct {
 	o           Offer
 	prev, grant Digest

@@ -194,9 +194,13 @@ func TestChainCachePipeline(t *testing.T) {
 	}
 }
 
-// TestChainCacheResultsApart: what a caller writes into one Result's
-// offers (their prev, grant and obo) does not change what the cache
-// answers another receive.
+// TestChainCacheResultsApart: a Result shares its chain's cached offers
+// with the cache and other receives (read-only, documented on
+// ChainElement), but the checks never read those shared copies: what a
+// caller writes into one Result (the links, the parties, the times of its
+// chain's offers, their keys) changes no later verdict. A chain that
+// continues the prefix is still taken, and one whose continuity is truly
+// broken is still refused.
 func TestChainCacheResultsApart(t *testing.T) {
 	f := newFleet(t, 4)
 	cache := handoff.NewChainCache(100, 1<<20)
@@ -204,10 +208,11 @@ func TestChainCacheResultsApart(t *testing.T) {
 	h := f.chain(t, 4, "apart")
 	spoil := func(res *handoff.Result) {
 		for _, c := range res.Chain {
-			c.Offer.Dialog = "changed"
+			c.Offer.Iss, c.Offer.Aud, c.Offer.Iat, c.Offer.Exp = fleetMe, fleetMe, 1, 2
 			if c.Offer.Prev != nil {
 				c.Offer.Prev.Val[0] ^= 0xff
 			}
+			c.Key.Kid = "changed"
 		}
 		if res.Offer != nil && res.Offer.Prev != nil {
 			res.Offer.Prev.Val[0] ^= 0xff
@@ -215,13 +220,28 @@ func TestChainCacheResultsApart(t *testing.T) {
 	}
 	for i := range 3 { // cold, warm, warm
 		res := receiveHandoff(t, r, f.next(t, h))
-		if res.Outcome != handoff.Accepted || res.ChainQuality != handoff.ChainFull || res.Chain[1].Offer.Dialog == "changed" {
+		if res.Outcome != handoff.Accepted || res.ChainQuality != handoff.ChainFull {
 			t.Fatalf("receive %d: %s %s %v", i, res.Outcome, res.ChainQuality, res.Err)
 		}
 		spoil(res)
 	}
 	if s := cache.Stats(); s.Hits == 0 {
 		t.Fatalf("%+v: the cache was not used", s)
+	}
+	// Agent 3 hands off again, but agent 2 (who handed to 3) is named as
+	// the issuer: continuity broken at the offer, whatever a Result says.
+	broken := f.next(t, h)
+	prev := h.Chain[len(h.Chain)-1].Digest()
+	o := &handoff.Offer{Hop: handoff.NewHop(), Dialog: "ctx-next", Iss: f.ids[2], Aud: fleetMe,
+		Iat: benchNow.Unix(), Exp: benchNow.Unix() + 200, Prev: &prev}
+	el, err := f.signers[2].SignOffer(o, handoff.FormJWS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	broken.Offer = el
+	res := receiveHandoff(t, r, broken)
+	if res.Outcome != handoff.Rejected || res.Reason != handoff.ReasonBrokenChain {
+		t.Fatalf("a broken chain after the Results were written into: %s %s %v", res.Outcome, res.Reason, res.Err)
 	}
 }
 

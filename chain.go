@@ -12,14 +12,20 @@ import (
 // chain and C[n] the offer o. The first failure is reported in the order
 // of D6: length, each element's form and signature, prev links,
 // continuity, timing, cycle.
-func (r *Receiver) checkChain(h *Handoff, o *Offer, w *warmChain) ([]ChainElement, ChainQuality, *CheckError) {
+//
+// It returns the checked chain, its quality and the iss of its first
+// element. The checks read each element's payload from offers: an
+// element found in the cache is read from the cache's private copy, never
+// from the one a Result shares (ChainElement), so that what a caller
+// writes into a Result cannot steer another receive's verdict.
+func (r *Receiver) checkChain(h *Handoff, o *Offer, w *warmChain) ([]ChainElement, ChainQuality, string, *CheckError) {
 	lim := r.o.Limits
 	fail := func(reason Reason, i int, member string, format string, args ...any) *CheckError {
 		return &CheckError{Reason: reason, Index: i, Member: member, Err: fmt.Errorf(format, args...)}
 	}
 	n := len(h.Chain)
 	if n > lim.MaxChain {
-		return nil, "", fail(ReasonTooDeep, OfferIndex, "chain", "chain of %d elements exceeds the limit of %d", n, lim.MaxChain)
+		return nil, "", "", fail(ReasonTooDeep, OfferIndex, "chain", "chain of %d elements exceeds the limit of %d", n, lim.MaxChain)
 	}
 
 	// Check 1: each element's signed form, payload and signature. An
@@ -27,14 +33,15 @@ func (r *Receiver) checkChain(h *Handoff, o *Offer, w *warmChain) ([]ChainElemen
 	// still decoded so that links, continuity, timing and cycles are
 	// checked over it (D6).
 	chain := make([]ChainElement, n)
-	var digests []Digest // each element's, for the prev links
-	if w != nil {
-		digests = w.digests
+	offers := make([]*Offer, n) // what the checks read: see above
+	var digests []Digest        // each element's, for the prev links
+	if w != nil && w.found != nil {
+		digests = w.digests // filled again by checkElements if it drops w
 	} else {
 		digests = make([]Digest, n)
 	}
-	if ce := r.checkElements(h, o, chain, digests, w); ce != nil {
-		return nil, "", ce
+	if ce := r.checkElements(h, o, chain, offers, digests, w); ce != nil {
+		return nil, "", "", ce
 	}
 	unverifiable := false
 	for i := range chain {
@@ -46,7 +53,7 @@ func (r *Receiver) checkChain(h *Handoff, o *Offer, w *warmChain) ([]ChainElemen
 		if i == n {
 			return o
 		}
-		return chain[i].Offer
+		return offers[i]
 	}
 	index := func(i int) int {
 		if i == n {
@@ -59,19 +66,19 @@ func (r *Receiver) checkChain(h *Handoff, o *Offer, w *warmChain) ([]ChainElemen
 	for i := 1; i <= n; i++ {
 		prev := at(i).Prev
 		if prev == nil {
-			return nil, "", fail(ReasonBrokenChain, index(i), "prev", "no prev, but an earlier element precedes it")
+			return nil, "", "", fail(ReasonBrokenChain, index(i), "prev", "no prev, but an earlier element precedes it")
 		}
 		if prev.Alg != AlgSHA256 {
-			return nil, "", fail(ReasonBrokenChain, index(i), "prev", "digest alg %q is not implemented", prev.Alg)
+			return nil, "", "", fail(ReasonBrokenChain, index(i), "prev", "digest alg %q is not implemented", prev.Alg)
 		}
 		if !prev.Equal(digests[i-1]) {
-			return nil, "", fail(ReasonBrokenChain, index(i), "prev", "does not name chain[%d] (%s)", i-1, digests[i-1])
+			return nil, "", "", fail(ReasonBrokenChain, index(i), "prev", "does not name chain[%d] (%s)", i-1, digests[i-1])
 		}
 	}
 	// Check 3: continuity.
 	for i := 1; i <= n; i++ {
 		if at(i-1).Aud != at(i).Iss {
-			return nil, "", fail(ReasonBrokenChain, index(i), "iss", "iss %q is not the audience %q of chain[%d]", at(i).Iss, at(i-1).Aud, i-1)
+			return nil, "", "", fail(ReasonBrokenChain, index(i), "iss", "iss %q is not the audience %q of chain[%d]", at(i).Iss, at(i-1).Aud, i-1)
 		}
 	}
 	// Check 4: timing. Each earlier offer was live when the next was issued.
@@ -79,11 +86,11 @@ func (r *Receiver) checkChain(h *Handoff, o *Offer, w *warmChain) ([]ChainElemen
 	for i := 1; i <= n; i++ {
 		a, b := at(i-1), at(i)
 		if a.Iat > b.Iat {
-			return nil, "", fail(ReasonBrokenChain, index(i), "iat", "iat %s is before chain[%d].iat %s", unixAt(b.Iat), i-1, unixAt(a.Iat))
+			return nil, "", "", fail(ReasonBrokenChain, index(i), "iat", "iat %s is before chain[%d].iat %s", unixAt(b.Iat), i-1, unixAt(a.Iat))
 		}
 		if b.Iat-skew > a.Exp { // not a.Exp+skew: a.Exp may be the largest int64
 
-			return nil, "", fail(ReasonBrokenChain, index(i), "iat", "iat %s is %s after chain[%d].exp %s plus skew", unixAt(b.Iat), span(b.Iat-a.Exp), i-1, unixAt(a.Exp))
+			return nil, "", "", fail(ReasonBrokenChain, index(i), "iat", "iat %s is %s after chain[%d].exp %s plus skew", unixAt(b.Iat), span(b.Iat-a.Exp), i-1, unixAt(a.Exp))
 		}
 	}
 	// Check 6: cycles (D8).
@@ -107,7 +114,7 @@ func (r *Receiver) checkChain(h *Handoff, o *Offer, w *warmChain) ([]ChainElemen
 			dup = j < i
 		}
 		if dup {
-			return nil, "", fail(ReasonCycle, index(i), "iss", "%q is also iss of chain[%d]", c.Iss, j)
+			return nil, "", "", fail(ReasonCycle, index(i), "iss", "%q is also iss of chain[%d]", c.Iss, j)
 		}
 		if i == 0 && n > 0 && r.o.AdmitCallback && c.Iss == r.o.Me && c.Aud != r.o.Me && c.Prev == nil && chain[0].Key != nil {
 			// The one re-entry local policy admits (draft, check 6: "a
@@ -120,7 +127,7 @@ func (r *Receiver) checkChain(h *Handoff, o *Offer, w *warmChain) ([]ChainElemen
 			if c.Iss == r.o.Me {
 				member = "iss"
 			}
-			return nil, "", fail(ReasonCycle, i, member, "this receiver %q already appears in the chain", r.o.Me)
+			return nil, "", "", fail(ReasonCycle, i, member, "this receiver %q already appears in the chain", r.o.Me)
 		}
 	}
 	// Quality (D7); check 5: a C[0] with a prev does not reach the start.
@@ -128,13 +135,13 @@ func (r *Receiver) checkChain(h *Handoff, o *Offer, w *warmChain) ([]ChainElemen
 	switch {
 	case unverifiable:
 		q = ChainUnverifiable
-	case chain[0].Offer.Prev != nil:
+	case offers[0].Prev != nil:
 		q = ChainPartial
 	}
-	return chain, q, nil
+	return chain, q, offers[0].Iss, nil
 }
 
-// checkElements is check 1 over the chain: it fills chain and digests, or
+// checkElements is check 1 over the chain: it fills chain, offers and digests, or
 // returns the first failure in index order (D6: the lowest index that
 // fails, whatever order the work was done in).
 //
@@ -146,28 +153,26 @@ func (r *Receiver) checkChain(h *Handoff, o *Offer, w *warmChain) ([]ChainElemen
 // rest (a miss and everything before it) is taken in order:
 // each element is hashed and looked up, and only a miss is parsed. The
 // signatures still to check are then verified across cores.
-func (r *Receiver) checkElements(h *Handoff, o *Offer, chain []ChainElement, digests []Digest, w *warmChain) *CheckError {
+func (r *Receiver) checkElements(h *Handoff, o *Offer, chain []ChainElement, offers []*Offer, digests []Digest, w *warmChain) *CheckError {
 	cache := r.cacheView()
 	cold := len(h.Chain) // elements [0, cold) are not known verified
 	walked := false      // whether h.Chain[cold-1] was looked up by the walk, and missed
 	var found []*cacheEntry
 	switch {
-	case w != nil:
+	case w != nil && w.found != nil && r.generation() == w.v.gen:
+		// Found whole by Receiver.warm, and the trust has not changed
+		// since (a reload while the offer was checked and remembered
+		// must revoke as at any other time). Now that the offer is
+		// verified, the entries are marked hit.
 		cache, found, cold = w.v, w.found, 0 // and digests are w's
+		cache.touch(found)
 	case cache != nil:
 		found = make([]*cacheEntry, cold)
 		cold, walked = cache.walk(o.Prev, h.Chain, found, digests, false)
 		cache.count(len(h.Chain)-cold, walked)
 	}
-	var own []ownLinks // the hits' copies, one allocation, at the first hit
-	slot := func(i int) *ownLinks {
-		if own == nil {
-			own = make([]ownLinks, len(h.Chain))
-		}
-		return &own[i]
-	}
 	for i := cold; i < len(h.Chain); i++ {
-		chain[i] = found[i].element(h.Chain[i], slot(i))
+		chain[i], offers[i] = found[i].element(h.Chain[i])
 	}
 
 	// The rest, in order: look up, parse a miss (up to the first element
@@ -180,7 +185,8 @@ func (r *Receiver) checkElements(h *Handoff, o *Offer, chain []ChainElement, dig
 		if cache != nil && !(walked && i == cold-1) {
 			d := el.Digest()
 			if e := cache.lookup(d, el); e != nil {
-				chain[i], digests[i] = e.element(el, slot(i)), d
+				chain[i], offers[i] = e.element(el)
+				digests[i] = d
 				continue
 			}
 		}
@@ -200,6 +206,7 @@ func (r *Receiver) checkElements(h *Handoff, o *Offer, chain []ChainElement, dig
 		}
 		digests[i] = p.digest(el)
 		chain[i] = ChainElement{Element: el, Offer: p.offer}
+		offers[i] = p.offer // this receive's own
 		parsedAt[i] = p
 		todo = append(todo, i)
 	}

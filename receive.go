@@ -206,10 +206,12 @@ type Result struct {
 
 // ChainElement is one checked chain element: its decoded payload, and the
 // key that verified it, or nil when no trusted key was found (unverifiable).
-// With a ChainCache, Offer's Refs and Extra (and Obo's Extra) may be
-// shared with the cache and other receives, and so may Element's Octets
-// (and those of Result.Handoff's chain) when Receive found the whole chain
-// in the cache: read them, do not write into them.
+// With a ChainCache, an element found in the cache shares its Offer (and
+// all it points to) and its Key with the cache and other receives, and,
+// when Receive found the whole chain there, Element's Octets (and those of
+// Result.Handoff's chain) too: read them, do not write into them. The
+// checks never read those shared copies, so what a caller writes there
+// cannot change another receive's verdict; only what other Results show.
 type ChainElement struct {
 	Element Element
 	Offer   *Offer
@@ -293,8 +295,12 @@ func (r *Receiver) receive(ctx context.Context, h *Handoff, parseErr error, dial
 	var p parsed
 	cache := r.cacheView()
 	if w != nil {
-		p, cache = w.p, w.v // the generation its entries were found under
-	} else if p, err = parseElement(h.Offer, "offer", lim); err != nil {
+		// Receiver.warm parsed this offer (from the same octets: see there).
+		p, err, cache = w.p, w.perr, w.v
+	} else {
+		p, err = parseElement(h.Offer, "offer", lim)
+	}
+	if err != nil {
 		digestOnly()
 		return fromMember(1, OfferIndex, err)
 	}
@@ -369,12 +375,13 @@ func (r *Receiver) receive(ctx context.Context, h *Handoff, parseErr error, dial
 	}
 
 	// Step 6: the chain (draft "Checking a Chain", D6-D8).
+	var origin string     // the iss of the chain's first offer
 	if len(h.Chain) > 0 { // an empty chain built in memory is none (the parser refuses one)
-		chain, q, ce := r.checkChain(h, o, w)
+		chain, q, first, ce := r.checkChain(h, o, w)
 		if ce != nil {
 			return reject(ce.Reason, 6, ce.Index, ce.Member, ce.Err)
 		}
-		res.Chain, res.ChainQuality = chain, q
+		res.Chain, res.ChainQuality, origin = chain, q, first
 	} else if o.Prev != nil && r.o.RequireFullChain {
 		return reject(ReasonPolicy, 6, OfferIndex, "chain", errors.New("a full chain is required and none was carried"))
 	}
@@ -384,9 +391,11 @@ func (r *Receiver) receive(ctx context.Context, h *Handoff, parseErr error, dial
 	if r.o.RequireFullChain && len(r.o.Origins) > 0 {
 		// The chain is full here (or the offer starts it): its first
 		// offer's iss is the origin.
-		origin, at := o.Iss, OfferIndex
+		at := OfferIndex
 		if o.Prev != nil && len(res.Chain) > 0 {
-			origin, at = res.Chain[0].Offer.Iss, 0
+			at = 0 // origin is chain[0]'s iss, as checked
+		} else {
+			origin = o.Iss
 		}
 		if !slices.Contains(r.o.Origins, origin) {
 			return reject(ReasonPolicy, 6, at, "iss", fmt.Errorf("the chain starts at %q, which is not an origin this receiver trusts", origin))

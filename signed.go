@@ -216,7 +216,10 @@ func (p *parsed) verifyWith(keys KeySource, iss string) (*trust.Key, error) {
 			last = err
 			continue
 		}
-		return k, nil
+		// A copy: ks may be the KeySource's own storage (trust.Config's
+		// is), which a caller writing into a Result's Key must not reach.
+		kc := *k
+		return &kc, nil
 	}
 	return nil, last
 }

@@ -6,9 +6,12 @@ import (
 	"fmt"
 	"math"
 	"reflect"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/quantumlearningmachines/handoff"
+	"github.com/quantumlearningmachines/handoff/trust"
 )
 
 // warmSetup is a receiver's cache holding a chain of 4 (agents 0..3 and
@@ -70,15 +73,23 @@ func (w *warmSetup) both(t testing.TB, in []byte, lim handoff.Limits) (warm, pla
 // an element (the same octets once read), an escaped quote, a control or
 // non-ASCII octet, a syntax error after the chain, a member twice, a
 // chain over the receiver's bound, an element that is not a string, a
-// broken offer. The warm read is taken (the chain's elements counted as
-// hits, no look-up missed) exactly where the text is what the cache
-// holds.
+// broken offer, one whose payload does not decode, one whose signature
+// fails. The warm read is taken (the chain's elements counted as hits
+// once the offer is verified, no look-up missed) exactly where the text
+// is what the cache holds.
 func TestWarmReadIsAFullRead(t *testing.T) {
 	w := newWarmSetup(t)
 	el0 := string(w.h.Chain[0].Octets)
 	el3 := string(w.h.Chain[3].Octets)
 	offer := string(w.h.Offer.Octets)
 	dot := bytes.IndexByte(w.h.Chain[0].Octets, '.')
+	odot := bytes.IndexByte(w.h.Offer.Octets, '.')
+	flip := func(c byte) string { // another base64url character
+		if c == 'A' {
+			return "B"
+		}
+		return "A"
+	}
 	edit := func(old, new string) []byte {
 		if !bytes.Contains(w.msg, []byte(old)) {
 			t.Fatalf("%.20q is not in the Handoff", old)
@@ -106,6 +117,8 @@ func TestWarmReadIsAFullRead(t *testing.T) {
 		{"a chain over the bound", w.msg, handoff.Limits{MaxChain: 3}, false, handoff.Rejected},
 		{"an element that is not a string", edit(`"`+el3+`"`, `"`+el3+`",7`), handoff.Limits{}, false, handoff.Rejected},
 		{"a broken offer", edit(offer, offer[:20]+"!"+offer[21:]), handoff.Limits{}, false, handoff.Rejected},
+		{"an offer whose payload does not decode", edit(offer, offer[:odot+3]+flip(offer[odot+3])+offer[odot+4:]), handoff.Limits{}, false, handoff.Rejected},
+		{"an offer with a bad signature", edit(offer, offer[:len(offer)-3]+flip(offer[len(offer)-3])+offer[len(offer)-2:]), handoff.Limits{}, true, handoff.Rejected},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			if warm := w.receiver(t, c.lim).ReadsWarm(c.in); warm != c.warm {
@@ -116,8 +129,14 @@ func TestWarmReadIsAFullRead(t *testing.T) {
 			if res.Outcome != c.outcome {
 				t.Fatalf("outcome %s (%v), want %s", res.Outcome, res.Err, c.outcome)
 			}
-			if s := w.cache.Stats(); c.warm && (s.Hits-before.Hits != 4 || s.Misses != before.Misses) {
-				t.Fatalf("the cache went from %+v to %+v: want the 4 elements found, one look-up each", before, s)
+			// A warm read counts its hits once the offer is verified (and
+			// past steps 2-5): an offer anyone could forge counts none.
+			hits := uint64(0)
+			if res.Outcome == handoff.Accepted {
+				hits = 4
+			}
+			if s := w.cache.Stats(); c.warm && (s.Hits-before.Hits != hits || s.Misses != before.Misses) {
+				t.Fatalf("the cache went from %+v to %+v: want %d hits and no miss", before, s, hits)
 			}
 		})
 	}
@@ -235,5 +254,81 @@ func firstDiff(path string, a, b reflect.Value) string {
 			return path
 		}
 		return ""
+	}
+}
+
+// TestResultKeyIsNotTheTrusts: the Key of a Result, and of its chain's
+// elements verified in that receive, is a copy: writing into it (its kid,
+// its alg) does not change the trust configuration every receiver reads,
+// so the next offer from the same issuer still verifies.
+func TestResultKeyIsNotTheTrusts(t *testing.T) {
+	f := newFleet(t, 3)
+	r := f.receiverWith(t, handoff.Options{})
+	for i := range 2 {
+		res := receiveHandoff(t, r, f.chain(t, 3, fmt.Sprint("key-", i)))
+		if res.Outcome != handoff.Accepted {
+			t.Fatalf("receive %d: %s %v", i, res.Outcome, res.Err)
+		}
+		res.Key.Kid, res.Key.Alg = "changed", "none"
+		for _, c := range res.Chain {
+			c.Key.Kid, c.Key.Alg = "changed", "none"
+		}
+	}
+	if ks := f.cfg.Keys(f.ids[0], ""); len(ks) != 1 || ks[0].Kid == "changed" || ks[0].Alg != "ES256" {
+		t.Fatalf("the trust's key: %+v", ks)
+	}
+}
+
+// swapKeys is a reloading trust: the Config it answers from can be
+// replaced at any time, and its generation is that Config's.
+type swapKeys struct{ p atomic.Pointer[trust.Config] }
+
+func (s *swapKeys) Keys(iss, kid string) []trust.Key { return s.p.Load().Keys(iss, kid) }
+func (s *swapKeys) generation() uint64               { return s.p.Load().Generation() }
+
+// hookMemory runs hook when a pair is remembered (step 4), then
+// remembers it.
+type hookMemory struct {
+	handoff.ReplayMemory
+	hook func()
+}
+
+func (m *hookMemory) Remember(ctx context.Context, iss, hop string, o handoff.Element, s handoff.Seen, keep time.Time) (handoff.Seen, bool, error) {
+	m.hook()
+	return m.ReplayMemory.Remember(ctx, iss, hop, o, s, keep)
+}
+
+// TestWarmReadSeesTrustChange: a trust reload while an offer whose chain
+// the cache holds is checked (here, while step 4 remembers it: a round
+// trip to a store) revokes as at any other time. The chain found before
+// the reload is looked up again under the new trust, where the key the
+// reload withdrew is gone: the chain is unverifiable, and a receiver that
+// requires a full chain refuses it, as one without a cache does (found by
+// the adversarial review).
+func TestWarmReadSeesTrustChange(t *testing.T) {
+	w := newWarmSetup(t)
+	revoked := trust.New() // every agent but agent 0, who issued chain[0]
+	for i := 1; i < len(w.f.ids); i++ {
+		if err := revoked.Add(w.f.ids[i], w.f.keys[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	receive := func(cache *handoff.ChainCache) *handoff.Result {
+		keys := &swapKeys{}
+		keys.p.Store(w.f.cfg)
+		mem := &hookMemory{handoff.NewMemory(func() time.Time { return benchNow }), func() { keys.p.Store(revoked) }}
+		r := w.f.receiverWith(t, handoff.Options{Keys: keys, TrustGeneration: keys.generation, ChainCache: cache,
+			Memory: mem, RequireFullChain: true})
+		if cache != nil && !r.ReadsWarm(w.msg) {
+			t.Fatal("the chain is not read warm")
+		}
+		res, _ := r.Receive(context.Background(), w.msg, "")
+		return res
+	}
+	for _, cache := range []*handoff.ChainCache{nil, w.cache} {
+		res := receive(cache)
+		if res.Outcome != handoff.Rejected || res.Reason != handoff.ReasonPolicy || res.Err.Step != 6 || res.ChainQuality != handoff.ChainUnverifiable {
+			t.Fatalf("cache %v: %s %s %s %v, want rejected at step 6, policy, the chain unverifiable", cache != nil, res.Outcome, res.Reason, res.ChainQuality, res.Err)
+		}
 	}
 }
