@@ -14,7 +14,9 @@ import (
 // chain prefix a fleet passes around (an assistant's offer checked by the
 // planner, the coder, the tester...) is verified once per process, not at
 // every hop. An entry is keyed by the element's handoff digest (its exact
-// octets), the trust configuration's generation and the receiver's Limits.
+// octets), the trust configuration's generation and the receiver's
+// Limits.MaxElement and MaxRefs (receivers share entries only when those
+// agree).
 // A receiver caches every chain element it verifies, and the offer itself
 // once its signature holds, so the offer one receiver took is found when
 // it comes back as the newest element of a chain another receiver in the
@@ -22,10 +24,16 @@ import (
 //
 // A hit is never verified again. The elements found from the offer's prev
 // link backwards (the usual case: the same prefix under a new offer) are
-// not parsed or hashed either, and when the whole chain of a JSON Handoff
-// is found so, Receive does not even read its text (Receiver.warm); below
-// the first miss, each element is hashed to be looked up and only a miss
-// is parsed.
+// not parsed or hashed either; of the elements older than the first miss,
+// each is hashed to be looked up and only a miss is parsed.
+//
+// The warm read: when Receiver.Receive is given a JSON Handoff whose every
+// chain element the cache holds (as JWS, within MaxChain), it does not
+// read the chain's text at all, only compares it with the cached octets;
+// in any other case the Handoff is read as ParseHandoff reads it.
+// ReceiveParsed, given a Handoff already decoded, cannot skip that read:
+// the delegate package and handoff serve decode first (to route a
+// request), so they have the cache without the warm read.
 //
 // What it holds is only ever a success: an element whose signed form,
 // payload and signature passed with a key the trust binds to its iss. A
@@ -142,9 +150,11 @@ func anySize(v any) int64 {
 }
 
 // NewChainCache returns a cache of at most maxEntries elements and about
-// maxBytes bytes. Size it for the distinct elements live at once: a few
-// per chain that reaches the process in an element's lifetime (its exp).
-// An element of n octets counts 3n+1024 bytes: a typical 1 KiB element
+// maxBytes bytes. Size it for the distinct elements live at once: about
+// one entry per distinct signed offer (each offer received, and each
+// element of the chains it came with) within an offer's lifetime.
+// An element of n octets counts 3n+1024 bytes, plus about 96 per
+// reference and what its unknown members decode to: a typical 1 KiB element
 // about 4 KiB, so 8192 entries need about 32 MiB (handoff serve keeps
 // 8192 and 32 MiB); one at the default MaxElement (64 KiB) counts about
 // 193 KiB. An element that alone exceeds maxBytes is not cached. A
@@ -160,10 +170,10 @@ func NewChainCache(maxEntries int, maxBytes int64) *ChainCache {
 	return &ChainCache{maxEntries: maxEntries, maxBytes: maxBytes, m: make(map[cacheKey]*list.Element)}
 }
 
-// CacheStats are a ChainCache's counters. Hits and Misses count chain
-// elements looked up, one each per receive; offers are cached but never
-// looked up. A cache that a receiver does not use (its KeySource is not
-// Generational) keeps all at zero.
+// CacheStats are a ChainCache's counters. Hits and Misses count look-ups
+// of chain elements (a receive looks up each element at most once);
+// offers are cached but never looked up. A receiver whose trust has no
+// generation (see Options.TrustGeneration) adds nothing.
 type CacheStats struct {
 	Entries                 int
 	Bytes                   int64 // the estimate the bound applies to

@@ -124,6 +124,8 @@ type Options struct {
 	//   - receivers sharing one ChainCache report the same generation
 	//     only when their Keys answer alike: a wrapper that hides or adds
 	//     keys must not report its inner Config's.
+	// Derive it from a trust.Config's Generation (there is no other
+	// source of process-wide values); an empty Config has none (0).
 	// Nil: the generation of Keys when it is a *trust.Config, else none.
 	TrustGeneration func() uint64
 	// CheckGrant compares the credential presented with the hop (the
@@ -174,7 +176,8 @@ func NewReceiver(o Options) (*Receiver, error) {
 	return &Receiver{o: o}, nil
 }
 
-// Result is the verdict on one received Handoff.
+// Result is the verdict on one received Handoff. With a ChainCache, parts
+// of it are shared with the cache: see ChainElement.
 type Result struct {
 	Outcome Outcome
 	Reason  Reason      // for Rejected; ReasonEquivocation for Equivocation
@@ -206,12 +209,16 @@ type Result struct {
 
 // ChainElement is one checked chain element: its decoded payload, and the
 // key that verified it, or nil when no trusted key was found (unverifiable).
-// With a ChainCache, an element found in the cache shares its Offer (and
-// all it points to) and its Key with the cache and other receives, and,
-// when Receive found the whole chain there, Element's Octets (and those of
-// Result.Handoff's chain) too: read them, do not write into them. The
-// checks never read those shared copies, so what a caller writes there
-// cannot change another receive's verdict; only what other Results show.
+//
+// With a ChainCache, treat every decoded payload in a Result as read-only:
+// an element found in the cache shares its Offer (and all it points to)
+// and its Key with the cache and other Results; the element octets of a
+// chain Receive found whole (the warm read, see ChainCache) are shared the
+// same way; and an offer the receive verified (Result.Offer, a chain
+// element verified in that receive) shares its Refs, Extra and Obo.Extra
+// with the entry it became. The cache's look-ups and the checks between
+// elements read private copies, so what a caller writes into a Result
+// changes no other receive's verdict, only what other Results show.
 type ChainElement struct {
 	Element Element
 	Offer   *Offer
