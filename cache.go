@@ -27,13 +27,14 @@ import (
 // not parsed or hashed either; of the elements older than the first miss,
 // each is hashed to be looked up and only a miss is parsed.
 //
-// The warm read: when Receiver.Receive is given a JSON Handoff whose every
-// chain element the cache holds (as JWS, within MaxChain), it does not
-// read the chain's text at all, only compares it with the cached octets;
-// in any other case the Handoff is read as ParseHandoff reads it.
-// ReceiveParsed, given a Handoff already decoded, cannot skip that read:
-// the delegate package and handoff serve decode first (to route a
-// request), so they have the cache without the warm read.
+// The warm read: when Receiver.Receive (or Receiver.ParseHandoff, for a
+// carrier that reads the Handoff before it receives it) is given a JSON
+// Handoff whose every chain element the cache holds (as JWS, within
+// MaxChain), it does not read the chain's text at all, only compares it
+// with the cached octets; in any other case the Handoff is read as the
+// package's ParseHandoff reads it. delegate.Delegate's Receive and
+// ParseHandoff, the A2A carrier and handoff serve read this way; a
+// Handoff read by the package's ParseHandoff is received in full.
 //
 // What it holds is only ever a success: an element whose signed form,
 // payload and signature passed with a key the trust binds to its iss. A
@@ -385,10 +386,39 @@ func (v *cacheView) count(hits int, missed bool) {
 // otherwise: the Handoff is read again, the offer is not).
 type warmChain struct {
 	v       *cacheView
+	offer   []byte // the octets p was parsed from
 	p       parsed
 	perr    error
 	found   []*cacheEntry
 	digests []Digest
+}
+
+// of returns w when it is what r's ParseHandoff found for h as h still is:
+// the same receiver (its cache and generation view), the offer's octets
+// and the chain's the very ones it read (a caller may have built another
+// Handoff, or swapped an element, since). Otherwise nil: h is received as
+// read.
+func (w *warmChain) of(r *Receiver, h *Handoff) *warmChain {
+	if w == nil || w.v.r != r || !same(h.Offer.Octets, w.offer) {
+		return nil
+	}
+	if w.found != nil {
+		if len(h.Chain) != len(w.found) {
+			return nil
+		}
+		for i, e := range w.found {
+			if h.Chain[i].Form != FormJWS || !same(h.Chain[i].Octets, e.shared) {
+				return nil
+			}
+		}
+	}
+	return w
+}
+
+// same reports whether a and b are the same octets in memory (not only
+// equal ones).
+func same(a, b []byte) bool {
+	return len(a) == len(b) && len(a) > 0 && &a[0] == &b[0]
 }
 
 // warm reads b, a JSON Handoff, for a receiver with a cache, without
@@ -430,7 +460,7 @@ func (r *Receiver) warm(b []byte) (*Handoff, *warmChain) {
 	// one the Handoff read again would give, whatever the chain's fate.
 	p, err := parseElement(h.Offer, "offer", lim)
 	if err != nil {
-		return nil, &warmChain{v: v, perr: err}
+		return nil, &warmChain{v: v, offer: h.Offer.Octets, perr: err}
 	}
 	n := len(h.Chain)
 	for i := range h.Chain {
@@ -438,9 +468,9 @@ func (r *Receiver) warm(b []byte) (*Handoff, *warmChain) {
 	}
 	found, digests := make([]*cacheEntry, n), make([]Digest, n)
 	if cold, _ := v.walk(p.offer.Prev, h.Chain, found, digests, true); cold > 0 {
-		return nil, &warmChain{v: v, p: p}
+		return nil, &warmChain{v: v, offer: h.Offer.Octets, p: p}
 	}
-	w := &warmChain{v: v, p: p, found: found, digests: digests}
+	w := &warmChain{v: v, offer: h.Offer.Octets, p: p, found: found, digests: digests}
 	for i, e := range w.found {
 		h.Chain[i].Octets = e.shared // they aliased b until here
 	}

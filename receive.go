@@ -1,6 +1,7 @@
 package handoff
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -231,12 +232,32 @@ type ChainElement struct {
 // outcome is Rejected or Equivocation, or an error of the replay memory
 // (then the Result is nil and nothing was decided).
 func (r *Receiver) Receive(ctx context.Context, b []byte, dialog string) (*Result, error) {
+	h, err := r.ParseHandoff(b)
+	return r.ReceiveParsed(ctx, h, err, dialog)
+}
+
+// ParseHandoff is ParseHandoff under this receiver's Limits, for a
+// carrier that reads a request's Handoff before it passes it to
+// ReceiveParsed: with a ChainCache, a JSON Handoff whose whole chain the
+// cache holds is read without its chain's text (the warm read, see
+// ChainCache), and the Handoff carries what was found, for this
+// receiver's ReceiveParsed: pass it on unchanged (what was found is used
+// only for the very octets read; another receiver, or a Handoff whose
+// offer or chain elements were replaced, is received in full). It returns
+// what ParseHandoff returns for b.
+func (r *Receiver) ParseHandoff(b []byte) (*Handoff, error) {
 	h, w := r.warm(b)
-	var err error
-	if h == nil {
-		h, err = ParseHandoff(b, r.o.Limits)
+	if h != nil {
+		h.warm = w
+		return h, nil
 	}
-	return r.receive(ctx, h, err, dialog, w)
+	h, err := ParseHandoff(b, r.o.Limits)
+	if w != nil && err == nil && bytes.Equal(h.Offer.Octets, w.offer) {
+		// The offer warm parsed (the same octets, read the same way):
+		// its parse is kept, with the octets it aliases.
+		h.Offer.Octets, h.warm = w.offer, w
+	}
+	return h, err
 }
 
 // ReceiveParsed is Receive for a Handoff the caller has already decoded:
@@ -247,11 +268,15 @@ func (r *Receiver) Receive(ctx context.Context, b []byte, dialog string) (*Resul
 // is rejected with "policy", as Receive would have; one built in memory
 // (not by ParseHandoff) is taken as it is.
 func (r *Receiver) ReceiveParsed(ctx context.Context, h *Handoff, parseErr error, dialog string) (*Result, error) {
-	return r.receive(ctx, h, parseErr, dialog, nil)
+	var w *warmChain
+	if h != nil && parseErr == nil {
+		w = h.warm.of(r, h)
+	}
+	return r.receive(ctx, h, parseErr, dialog, w)
 }
 
-// receive is ReceiveParsed, with what Receiver.warm found when it read h
-// (w nil when it did not).
+// receive is ReceiveParsed, with what this receiver's ParseHandoff found
+// when it read h (w nil when it found nothing, or read another Handoff).
 func (r *Receiver) receive(ctx context.Context, h *Handoff, parseErr error, dialog string, w *warmChain) (*Result, error) {
 	res := &Result{ChainQuality: ChainUnchecked}
 	now := r.o.Now()

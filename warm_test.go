@@ -194,7 +194,8 @@ func FuzzReceiveWarm(f *testing.F) {
 }
 
 // firstDiff names the first member in which a and b differ ("" when
-// none), following pointers, structs, slices and maps.
+// none), following pointers, structs, slices and maps; a Handoff's
+// record of what the cache found while it was read is not compared.
 func firstDiff(path string, a, b reflect.Value) string {
 	if a.IsValid() != b.IsValid() || a.IsValid() && a.Type() != b.Type() {
 		return path
@@ -213,6 +214,9 @@ func firstDiff(path string, a, b reflect.Value) string {
 		return firstDiff(path, a.Elem(), b.Elem())
 	case reflect.Struct:
 		for i := range a.NumField() {
+			if a.Type() == reflect.TypeFor[handoff.Handoff]() && a.Type().Field(i).Name == "warm" {
+				continue // what the cache found while reading it, by design only on one side
+			}
 			if d := firstDiff(path+"."+a.Type().Field(i).Name, a.Field(i), b.Field(i)); d != "" {
 				return d
 			}
@@ -330,5 +334,55 @@ func TestWarmReadSeesTrustChange(t *testing.T) {
 		if res.Outcome != handoff.Rejected || res.Reason != handoff.ReasonPolicy || res.Err.Step != 6 || res.ChainQuality != handoff.ChainUnverifiable {
 			t.Fatalf("cache %v: %s %s %s %v, want rejected at step 6, policy, the chain unverifiable", cache != nil, res.Outcome, res.Reason, res.ChainQuality, res.Err)
 		}
+	}
+}
+
+// TestParseHandoffCarriesWarmRead: a carrier that reads the Handoff first
+// (Receiver.ParseHandoff) and then receives it (ReceiveParsed) has the
+// warm read too, with the Result a receiver without a cache gives. What
+// the parse found is used only by the receiver that parsed, and only for
+// the Handoff as it was read: another receiver, or a chain whose element
+// a caller swapped since, is checked in full.
+func TestParseHandoffCarriesWarmRead(t *testing.T) {
+	w := newWarmSetup(t)
+	ctx := context.Background()
+	plain, _ := w.f.receiverWith(t, handoff.Options{}).Receive(ctx, w.msg, "")
+
+	r := w.receiver(t, handoff.Limits{})
+	h, err := r.ParseHandoff(w.msg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := w.cache.Stats()
+	res, _ := r.ReceiveParsed(ctx, h, nil, "")
+	if d := firstDiff("Result", reflect.ValueOf(res), reflect.ValueOf(plain)); d != "" {
+		t.Fatalf("parsed, then received: the Results differ in %s", d)
+	}
+	if s := w.cache.Stats(); s.Hits-before.Hits != 4 || s.Misses != before.Misses {
+		t.Fatalf("the cache went from %+v to %+v: want the 4 elements found", before, s)
+	}
+
+	// Another receiver sharing the cache: the Handoff is received, found
+	// by its own walk (4 more hits), not by the first receiver's read.
+	h, _ = r.ParseHandoff(w.msg)
+	other := w.receiver(t, handoff.Limits{})
+	if res, _ := other.ReceiveParsed(ctx, h, nil, ""); firstDiff("Result", reflect.ValueOf(res), reflect.ValueOf(plain)) != "" {
+		t.Fatalf("another receiver: %s %v", res.Outcome, res.Err)
+	}
+
+	// A chain element swapped after the parse: an element of another,
+	// verified chain, whose octets the cache holds too, but not the one
+	// the offer's links name.
+	r = w.receiver(t, handoff.Limits{}) // a memory that has not seen the offer
+	h, _ = r.ParseHandoff(w.msg)
+	elsewhere := w.f.chain(t, 5, "elsewhere")
+	if res := receiveHandoff(t, w.receiver(t, handoff.Limits{}), elsewhere); res.Outcome != handoff.Accepted {
+		t.Fatalf("the other chain: %s %v", res.Outcome, res.Err)
+	}
+	h.Chain = append([]handoff.Element(nil), h.Chain...)
+	h.Chain[1] = elsewhere.Chain[1]
+	res, _ = r.ReceiveParsed(ctx, h, nil, "")
+	if res.Outcome != handoff.Rejected || res.Reason != handoff.ReasonBrokenChain || res.Err.Index != 1 || res.Err.Member != "prev" {
+		t.Fatalf("a swapped element: %s %s %v, want rejected broken-chain at chain[1]'s prev", res.Outcome, res.Reason, res.Err)
 	}
 }

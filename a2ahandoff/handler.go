@@ -199,7 +199,7 @@ func (x *Executor) parse(m *a2a.Message, v any) *parsed {
 	if pm.b, pm.err = handoffOctets(v); pm.err != nil {
 		return pm
 	}
-	pm.h, pm.herr = handoff.ParseHandoff(pm.b, x.cfg.Delegate.Options.Limits)
+	pm.h, pm.herr = x.d.ParseHandoff(pm.b) // with the delegate's cache, if any
 	if pm.herr == nil {
 		if o, _, err := handoff.UnsafeDecode(pm.h.Offer); err == nil && o != nil {
 			pm.o = o

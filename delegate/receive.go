@@ -43,13 +43,22 @@ type Answer struct {
 // "Replay and Freshness"). The delegate compares the two itself, after
 // verifying, so that a caller never reads the unverified offer to ask.
 func (d *Delegate) Receive(ctx context.Context, b []byte, dialog, sender string) (*Answer, error) {
-	h, err := handoff.ParseHandoff(b, d.cfg.Options.Limits)
+	h, err := d.ParseHandoff(b)
 	return d.ReceiveParsed(ctx, h, err, dialog, sender)
 }
 
+// ParseHandoff is handoff.ParseHandoff under the delegate's Limits, as its
+// receiver reads it (handoff.Receiver.ParseHandoff): with a ChainCache, a
+// chain the cache holds whole is not read again. A carrier that reads a
+// request's Handoff to route it reads it with this, then passes it to
+// ReceiveParsed.
+func (d *Delegate) ParseHandoff(b []byte) (*handoff.Handoff, error) {
+	return d.recv.Load().ParseHandoff(b)
+}
+
 // ReceiveParsed is Receive for a Handoff the caller has already decoded
-// with handoff.ParseHandoff (h and parseErr exactly as it returned them),
-// so that a carrier decodes a request's Handoff once
+// with ParseHandoff or handoff.ParseHandoff (h and parseErr exactly as it
+// returned them), so that a carrier decodes a request's Handoff once
 // (handoff.Receiver.ReceiveParsed).
 func (d *Delegate) ReceiveParsed(ctx context.Context, h *handoff.Handoff, parseErr error, dialog, sender string) (*Answer, error) {
 	if d.cfg.OnAnswer == nil {

@@ -362,7 +362,7 @@ func (m *mcpRoute) call(w http.ResponseWriter, req *http.Request, msg rpcMessage
 		writeResult(w, msg.ID, toolResult(nil, true, "handoff rejected (bad-signature, step 1): "+err.Error()))
 		return
 	}
-	h, herr := handoff.ParseHandoff(b, handoff.DefaultLimits())
+	h, herr := m.d.ParseHandoff(b) // the route's receiver: its bounds, and the shared cache's warm read
 	// The record must be complete even if the caller goes away meanwhile.
 	bg := withLogAttrs(context.WithoutCancel(req.Context()), slog.String("protocol", "mcp"), slog.String("tool", p.Name))
 	a, err := m.d.ReceiveParsed(bg, h, herr, session, m.s.sender(bg, req.Header.Get("Authorization"), clientCert(req)))
