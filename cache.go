@@ -50,9 +50,10 @@ import (
 // it is a *trust.Config itself; with any other KeySource and no
 // TrustGeneration the cache is not used, since a change could not be seen.
 //
-// It is bounded by entries and by bytes (an estimate: three times the
-// element's octets, for the two copies kept and the decoded payload, plus
-// 1024 and what its unknown members decoded to), evicting by a second-chance (CLOCK)
+// It is bounded by entries and by bytes (an estimate: twice the
+// element's octets, for the copy kept and the decoded payload, plus
+// 1024 for two copies of the decoded offer, and what its unknown members
+// decoded to), evicting by a second-chance (CLOCK)
 // rule: the oldest entry goes unless it was hit since it was last looked
 // at, an approximation of least recently used in which a hit writes no
 // shared list, only its entry's flag. It is safe for concurrent use by
@@ -81,11 +82,6 @@ type cacheEntry struct {
 	k      cacheKey
 	form   Form
 	octets []byte // the element's, compared on every look-up; never handed out
-	// shared is a second copy of octets, handed out as the element's
-	// octets in a chain found whole before it was read (Receiver.warm), so
-	// that such a receive copies none: what a caller writes into it can
-	// change what other Results read, never what a look-up compares.
-	shared []byte
 	// plain: octets are base64url and periods only, a JSON string's text
 	// as they stand (no escape, quote, control or non-ASCII octet), so
 	// that text read unchecked and equal to them is that string (walk's
@@ -154,11 +150,11 @@ func anySize(v any) int64 {
 // maxBytes bytes. Size it for the distinct elements live at once: about
 // one entry per distinct signed offer (each offer received, and each
 // element of the chains it came with) within an offer's lifetime.
-// An element of n octets counts 3n+1024 bytes, plus about 96 per
+// An element of n octets counts 2n+1024 bytes, plus about 96 per
 // reference and what its unknown members decode to: a typical 1 KiB element
-// about 4 KiB, so 8192 entries need about 32 MiB (handoff serve keeps
+// about 3 KiB, so 8192 entries need about 24 MiB (handoff serve keeps
 // 8192 and 32 MiB); one at the default MaxElement (64 KiB) counts about
-// 193 KiB. An element that alone exceeds maxBytes is not cached. A
+// 129 KiB. An element that alone exceeds maxBytes is not cached. A
 // bound below 1 is taken as 1: maxBytes 1 caches nothing, maxEntries 1
 // one element.
 func NewChainCache(maxEntries int, maxBytes int64) *ChainCache {
@@ -226,13 +222,11 @@ func (c *ChainCache) put(k cacheKey, el Element, o *Offer, key *trust.Key) {
 	if have { // an offer received again: nothing to copy
 		return
 	}
-	size := 3*int64(len(el.Octets)) + entryOverhead + decodedSize(o)
+	size := 2*int64(len(el.Octets)) + entryOverhead + decodedSize(o)
 	if size > c.maxBytes {
 		return
 	}
-	// Two allocations: a Result that keeps the shared copy does not keep
-	// the compared one alive once the entry is evicted.
-	e := &cacheEntry{k: k, form: el.Form, octets: bytes.Clone(el.Octets), shared: bytes.Clone(el.Octets), size: size,
+	e := &cacheEntry{k: k, form: el.Form, octets: bytes.Clone(el.Octets), size: size,
 		plain: el.Form == FormJWS && wire.AllIn(&notCompact, el.Octets)}
 	e.own.copyOf(o)
 	e.own.key = *key
@@ -386,20 +380,37 @@ func (v *cacheView) count(hits int, missed bool) {
 // otherwise: the Handoff is read again, the offer is not).
 type warmChain struct {
 	v       *cacheView
-	offer   []byte // the octets p was parsed from
+	form    Form
+	offer   []byte // a private copy of the offer's octets, which p was parsed from (p aliases it)
 	p       parsed
 	perr    error
 	found   []*cacheEntry
 	digests []Digest
 }
 
-// of returns w when it is what r's ParseHandoff found for h as h still is:
-// the same receiver (its cache and generation view), the offer's octets
-// and the chain's the very ones it read (a caller may have built another
-// Handoff, or swapped an element, since). Otherwise nil: h is received as
-// read.
+// warmBox hands a warmChain to one receive: a Handoff passed to
+// ReceiveParsed again, or to two at once, is received in full after the
+// first, so that no two Results share the offer's parse and nothing of
+// the cache stays reachable from a Handoff a caller keeps.
+type warmBox struct{ w atomic.Pointer[warmChain] }
+
+// take returns what the box holds for r and h as h now is (see of), at
+// most once.
+func (b *warmBox) take(r *Receiver, h *Handoff) *warmChain {
+	if b == nil {
+		return nil
+	}
+	return b.w.Swap(nil).of(r, h)
+}
+
+// of returns w when it is what r's ParseHandoff found for h as h now is:
+// the same receiver (its cache and generation view), and the offer and
+// each chain element of the same form and the same octets as the ones
+// read, compared with private copies that no caller holds (a caller may
+// have built another Handoff, swapped an element, or written into one
+// since). Otherwise nil: h is received in full.
 func (w *warmChain) of(r *Receiver, h *Handoff) *warmChain {
-	if w == nil || w.v.r != r || !same(h.Offer.Octets, w.offer) {
+	if w == nil || w.v.r != r || h.Offer.Form != w.form || !bytes.Equal(h.Offer.Octets, w.offer) {
 		return nil
 	}
 	if w.found != nil {
@@ -407,18 +418,12 @@ func (w *warmChain) of(r *Receiver, h *Handoff) *warmChain {
 			return nil
 		}
 		for i, e := range w.found {
-			if h.Chain[i].Form != FormJWS || !same(h.Chain[i].Octets, e.shared) {
+			if h.Chain[i].Form != FormJWS || !bytes.Equal(h.Chain[i].Octets, e.octets) {
 				return nil
 			}
 		}
 	}
 	return w
-}
-
-// same reports whether a and b are the same octets in memory (not only
-// equal ones).
-func same(a, b []byte) bool {
-	return len(a) == len(b) && len(a) > 0 && &a[0] == &b[0]
 }
 
 // warm reads b, a JSON Handoff, for a receiver with a cache, without
@@ -431,7 +436,8 @@ func same(a, b []byte) bool {
 // periods, no escape, quote or control octet), so the unread text is
 // exactly what ParseHandoff would have read there, and the rest of b is
 // read by the same decoder: the Handoff is the one ParseHandoff returns,
-// its elements' octets the cache's shared copies (cacheEntry.shared).
+// except that its chain's octets alias b (ParseHandoff copies them): a
+// chain of 16 is 20 KB, whose copy was a third of what was left.
 //
 // A Handoff with no chain is returned as read, with no warmChain: nothing
 // of it was left unread. When the chain is not found whole, or the offer
@@ -458,9 +464,13 @@ func (r *Receiver) warm(b []byte) (*Handoff, *warmChain) {
 	}
 	// The offer's member was read by the checked path: its parse is the
 	// one the Handoff read again would give, whatever the chain's fate.
-	p, err := parseElement(h.Offer, "offer", lim)
+	// It is parsed from a private copy, which the parse aliases and of
+	// compares: what a caller writes into the Handoff's own cannot reach
+	// it.
+	offer := Element{Form: h.Offer.Form, Octets: bytes.Clone(h.Offer.Octets)}
+	p, err := parseElement(offer, "offer", lim)
 	if err != nil {
-		return nil, &warmChain{v: v, offer: h.Offer.Octets, perr: err}
+		return nil, &warmChain{v: v, form: offer.Form, offer: offer.Octets, perr: err}
 	}
 	n := len(h.Chain)
 	for i := range h.Chain {
@@ -468,13 +478,9 @@ func (r *Receiver) warm(b []byte) (*Handoff, *warmChain) {
 	}
 	found, digests := make([]*cacheEntry, n), make([]Digest, n)
 	if cold, _ := v.walk(p.offer.Prev, h.Chain, found, digests, true); cold > 0 {
-		return nil, &warmChain{v: v, offer: h.Offer.Octets, p: p}
+		return nil, &warmChain{v: v, form: offer.Form, offer: offer.Octets, p: p}
 	}
-	w := &warmChain{v: v, offer: h.Offer.Octets, p: p, found: found, digests: digests}
-	for i, e := range w.found {
-		h.Chain[i].Octets = e.shared // they aliased b until here
-	}
-	return h, w
+	return h, &warmChain{v: v, form: offer.Form, offer: offer.Octets, p: p, found: found, digests: digests}
 }
 
 // element is el as the entry holds it, verified: for a Result, with the

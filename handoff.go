@@ -22,9 +22,10 @@ type Handoff struct {
 	// a Handoff built in memory), so that Receiver.ReceiveParsed can hold
 	// a caller's parse to the receiver's own Handoff bound.
 	size int
-	// warm is what Receiver.ParseHandoff found in its cache while it read
-	// this Handoff (nil otherwise), for that receiver's ReceiveParsed.
-	warm *warmChain
+	// warm holds what Receiver.ParseHandoff found in its cache while it
+	// read this Handoff (nil otherwise), for that receiver's ReceiveParsed,
+	// which takes it once.
+	warm *warmBox
 }
 
 // PassOn returns the Handoff that carries next, an offer whose prev is

@@ -1,7 +1,6 @@
 package handoff
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -213,13 +212,14 @@ type Result struct {
 //
 // With a ChainCache, treat every decoded payload in a Result as read-only:
 // an element found in the cache shares its Offer (and all it points to)
-// and its Key with the cache and other Results; the element octets of a
-// chain Receive found whole (the warm read, see ChainCache) are shared the
-// same way; and an offer the receive verified (Result.Offer, a chain
-// element verified in that receive) shares its Refs, Extra and Obo.Extra
-// with the entry it became. The cache's look-ups and the checks between
-// elements read private copies, so what a caller writes into a Result
-// changes no other receive's verdict, only what other Results show.
+// and its Key with the cache and other Results, and an offer the receive
+// verified (Result.Offer, a chain element verified in that receive)
+// shares its Refs, Extra and Obo.Extra with the entry it became. The
+// cache's look-ups and the checks between elements read private copies,
+// so what a caller writes into a Result changes no other receive's
+// verdict, only what other Results show. The element octets of a chain
+// read warm (see ChainCache) alias the octets the Handoff was read from,
+// which the caller owns: they change if those do.
 type ChainElement struct {
 	Element Element
 	Offer   *Offer
@@ -230,7 +230,9 @@ type ChainElement struct {
 // dialog identifier the host protocol message carries ("" when it carries
 // none). The Result is always returned; err is its *CheckError when the
 // outcome is Rejected or Equivocation, or an error of the replay memory
-// (then the Result is nil and nothing was decided).
+// (then the Result is nil and nothing was decided). With a ChainCache, the
+// Result's chain octets may alias b (see ParseHandoff): keep b unchanged
+// while the Result is in use.
 func (r *Receiver) Receive(ctx context.Context, b []byte, dialog string) (*Result, error) {
 	h, err := r.ParseHandoff(b)
 	return r.ReceiveParsed(ctx, h, err, dialog)
@@ -241,23 +243,26 @@ func (r *Receiver) Receive(ctx context.Context, b []byte, dialog string) (*Resul
 // ReceiveParsed: with a ChainCache, a JSON Handoff whose whole chain the
 // cache holds is read without its chain's text (the warm read, see
 // ChainCache), and the Handoff carries what was found, for this
-// receiver's ReceiveParsed: pass it on unchanged (what was found is used
-// only for the very octets read; another receiver, or a Handoff whose
-// offer or chain elements were replaced, is received in full). It returns
-// what ParseHandoff returns for b.
+// receiver's ReceiveParsed: what was found is used once, and only when the
+// Handoff's offer and chain still hold the octets read (another receiver,
+// a second receive of it, or a Handoff whose offer or elements were
+// replaced or written into since is received in full). A chain read so
+// keeps its octets in b, where they were read (ParseHandoff copies them):
+// keep b unchanged while the Handoff, or the Result it is received into,
+// is in use. It returns what ParseHandoff returns for b.
 func (r *Receiver) ParseHandoff(b []byte) (*Handoff, error) {
 	h, w := r.warm(b)
-	if h != nil {
-		h.warm = w
-		return h, nil
+	if h == nil {
+		var err error
+		if h, err = ParseHandoff(b, r.o.Limits); err != nil {
+			return h, err
+		}
 	}
-	h, err := ParseHandoff(b, r.o.Limits)
-	if w != nil && err == nil && bytes.Equal(h.Offer.Octets, w.offer) {
-		// The offer warm parsed (the same octets, read the same way):
-		// its parse is kept, with the octets it aliases.
-		h.Offer.Octets, h.warm = w.offer, w
+	if w != nil { // the chain found whole, or only the offer's parse to keep
+		h.warm = &warmBox{}
+		h.warm.w.Store(w)
 	}
-	return h, err
+	return h, nil
 }
 
 // ReceiveParsed is Receive for a Handoff the caller has already decoded:
@@ -270,7 +275,7 @@ func (r *Receiver) ParseHandoff(b []byte) (*Handoff, error) {
 func (r *Receiver) ReceiveParsed(ctx context.Context, h *Handoff, parseErr error, dialog string) (*Result, error) {
 	var w *warmChain
 	if h != nil && parseErr == nil {
-		w = h.warm.of(r, h)
+		w = h.warm.take(r, h)
 	}
 	return r.receive(ctx, h, parseErr, dialog, w)
 }

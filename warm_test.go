@@ -142,20 +142,36 @@ func TestWarmReadIsAFullRead(t *testing.T) {
 	}
 }
 
-// TestWarmReadSharesNoCompare: a warm Result's element octets are the
-// cache's shared copy (read-only, documented on ChainElement); what a
-// caller writes into them changes nothing the cache compares. The next
-// receive still finds the chain, and a chain carrying the written octets
-// is read, verified and rejected, not taken as the element they were.
-func TestWarmReadSharesNoCompare(t *testing.T) {
+// TestWarmReadAliasesInput: the chain octets of a Handoff read warm alias
+// the octets it was read from, which the caller owns (documented on
+// ChainElement), and what was found is used only for the octets as they
+// still are: a write into the input between ParseHandoff and
+// ReceiveParsed has the Handoff received in full, and refused when the
+// written element no longer verifies. A write into one Result's chain
+// octets changes nothing for another receive, nor for the cache.
+func TestWarmReadAliasesInput(t *testing.T) {
 	w := newWarmSetup(t)
-	res, _ := w.both(t, w.msg, handoff.Limits{})
-	spoiled := res.Chain[2].Element.Octets
-	spoiled[len(spoiled)-5] ^= 'A' ^ 'B' // in the signature: still base64url
-	if !bytes.Equal(res.Handoff.Chain[2].Octets, spoiled) {
-		t.Fatal("the Result's chain and Handoff do not share the element's octets")
+	ctx := context.Background()
+	in := bytes.Clone(w.msg)
+	r := w.receiver(t, handoff.Limits{})
+	h, err := r.ParseHandoff(in)
+	if err != nil {
+		t.Fatal(err)
 	}
-	again := receiveHandoff(t, w.f.receiver(t, w.f.cfg, w.cache), w.f.next(t, w.h))
+	el := h.Chain[2].Octets
+	if !bytes.Contains(in, el) || &el[0] != &in[bytes.Index(in, el)] {
+		t.Fatal("the chain's octets do not alias the input")
+	}
+	el[len(el)-5] ^= 'A' ^ 'B' // in the signature: still base64url
+	res, _ := r.ReceiveParsed(ctx, h, nil, "")
+	if res.Outcome != handoff.Rejected || res.Reason != handoff.ReasonBrokenChain || res.Err.Index != 2 {
+		t.Fatalf("written between the parse and the receive: %s %s %v, want rejected broken-chain at chain[2]", res.Outcome, res.Reason, res.Err)
+	}
+
+	res, _ = w.both(t, w.msg, handoff.Limits{})
+	spoiled := res.Chain[2].Element.Octets
+	spoiled[len(spoiled)-5] ^= 'A' ^ 'B'
+	again := receiveHandoff(t, w.receiver(t, handoff.Limits{}), w.f.next(t, w.h))
 	if again.Outcome != handoff.Accepted || again.ChainQuality != handoff.ChainFull {
 		t.Fatalf("after a caller's write: %s %s %v", again.Outcome, again.ChainQuality, again.Err)
 	}
@@ -384,5 +400,68 @@ func TestParseHandoffCarriesWarmRead(t *testing.T) {
 	res, _ = r.ReceiveParsed(ctx, h, nil, "")
 	if res.Outcome != handoff.Rejected || res.Reason != handoff.ReasonBrokenChain || res.Err.Index != 1 || res.Err.Member != "prev" {
 		t.Fatalf("a swapped element: %s %s %v, want rejected broken-chain at chain[1]'s prev", res.Outcome, res.Reason, res.Err)
+	}
+}
+
+// TestParsedHandoffTakenOnce: what Receiver.ParseHandoff found is taken by
+// one receive, for the Handoff as it then is (found by the second
+// adversarial review). A second receive of the same Handoff, or two at
+// once, get parses of their own (a write into one Result's offer cannot
+// steer the other's replay check); an offer whose form or octets a caller
+// changed after the parse is received in full, with the verdict a
+// receiver without a cache gives, and nothing of it is cached under the
+// wrong form.
+func TestParsedHandoffTakenOnce(t *testing.T) {
+	w := newWarmSetup(t)
+	ctx := context.Background()
+
+	r := w.receiver(t, handoff.Limits{})
+	h, _ := r.ParseHandoff(w.msg)
+	res1, _ := r.ReceiveParsed(ctx, h, nil, "")
+	if res1.Outcome != handoff.Accepted {
+		t.Fatalf("first: %s %v", res1.Outcome, res1.Err)
+	}
+	res1.Offer.Hop = handoff.NewHop()
+	res2, _ := r.ReceiveParsed(ctx, h, nil, "")
+	if res2.Outcome != handoff.Retransmission || res2.Offer == res1.Offer {
+		t.Fatalf("the same Handoff again: %s, shares the first's offer: %v", res2.Outcome, res2.Offer == res1.Offer)
+	}
+
+	edits := map[string]func(h *handoff.Handoff){
+		"the offer's form": func(h *handoff.Handoff) { h.Offer.Form = handoff.FormCOSE },
+		"the offer's octets, in place": func(h *handoff.Handoff) {
+			o := h.Offer.Octets
+			o[bytes.IndexByte(o, '.')+5] ^= 'A' ^ 'B'
+		},
+	}
+	for name, edit := range edits {
+		t.Run(name, func(t *testing.T) {
+			r := w.receiver(t, handoff.Limits{})
+			h, _ := r.ParseHandoff(bytes.Clone(w.msg))
+			edit(h)
+			got, _ := r.ReceiveParsed(ctx, h, nil, "")
+			ph, perr := handoff.ParseHandoff(w.msg, handoff.Limits{})
+			edit(ph)
+			want, _ := w.f.receiverWith(t, handoff.Options{}).ReceiveParsed(ctx, ph, perr, "")
+			if d := firstDiff("Result", reflect.ValueOf(got), reflect.ValueOf(want)); d != "" || got.Outcome != handoff.Rejected {
+				t.Fatalf("%s, want rejected as without a cache (%s); the Results differ in %q", got.Outcome, want.Outcome, d)
+			}
+		})
+	}
+
+	// Two receives of one parsed Handoff at once (go test -race): one
+	// takes what was found, the other reads in full; each has its verdict.
+	r = w.receiver(t, handoff.Limits{})
+	h, _ = r.ParseHandoff(w.msg)
+	outs := make(chan handoff.Outcome, 2)
+	for range 2 {
+		go func() {
+			res, _ := r.ReceiveParsed(ctx, h, nil, "")
+			outs <- res.Outcome
+		}()
+	}
+	a, b := <-outs, <-outs
+	if !(a == handoff.Accepted && b == handoff.Retransmission || a == handoff.Retransmission && b == handoff.Accepted) {
+		t.Fatalf("two at once: %s and %s, want one accepted and one retransmission", a, b)
 	}
 }
