@@ -3,6 +3,7 @@ package handoff
 import (
 	"bytes"
 	"container/list"
+	"crypto/sha256"
 	"sync"
 	"sync/atomic"
 
@@ -214,7 +215,13 @@ func (c *ChainCache) get(k cacheKey, el Element) *cacheEntry {
 
 // put remembers a verified element. The octets are copied, and the offer
 // with its own links (see ownLinks); its Refs and Extra are the decoded
-// payload's, which nothing writes again.
+// payload's, which nothing writes again. el.Form must be the form the
+// element was verified in (not a caller's Handoff's, which a caller may
+// have changed meanwhile), and the copy is hashed again: octets a caller
+// wrote into the Handoff while it was received (a KeySource, another
+// goroutine) have another digest and are not cached under the verified
+// one's key (found by the third adversarial review: one hash per new
+// entry, beside its signature check).
 func (c *ChainCache) put(k cacheKey, el Element, o *Offer, key *trust.Key) {
 	c.mu.RLock()
 	_, have := c.m[k]
@@ -226,8 +233,12 @@ func (c *ChainCache) put(k cacheKey, el Element, o *Offer, key *trust.Key) {
 	if size > c.maxBytes {
 		return
 	}
-	e := &cacheEntry{k: k, form: el.Form, octets: bytes.Clone(el.Octets), size: size,
-		plain: el.Form == FormJWS && wire.AllIn(&notCompact, el.Octets)}
+	octets := bytes.Clone(el.Octets)
+	if sha256.Sum256(octets) != k.dig {
+		return
+	}
+	e := &cacheEntry{k: k, form: el.Form, octets: octets, size: size,
+		plain: el.Form == FormJWS && wire.AllIn(&notCompact, octets)}
 	e.own.copyOf(o)
 	e.own.key = *key
 	e.pub.copyOf(&e.own.o)

@@ -12,7 +12,8 @@ import (
 func TestChainCacheSecondChance(t *testing.T) {
 	c := NewChainCache(2, 1<<20)
 	el := func(b byte) (cacheKey, Element) {
-		return cacheKey{dig: [32]byte{b}}, Element{Form: FormJWS, Octets: []byte{'a', b}}
+		e := Element{Form: FormJWS, Octets: []byte{'a', b}}
+		return cacheKey{dig: [32]byte(e.Digest().Val)}, e
 	}
 	put := func(b byte) {
 		k, e := el(b)
@@ -81,5 +82,24 @@ func TestWalkUnreadTakesOnlyPlainEntries(t *testing.T) {
 				t.Errorf("%q, unread %v: found %v, want %v", tc.octets, unread, cold == 0, want)
 			}
 		}
+	}
+}
+
+// TestPutTakesOnlyTheVerifiedOctets: put caches an element only under the
+// digest of the octets it copies, so octets a caller wrote into a
+// Handoff while it was received (after its signature was checked under
+// the digest of others) are not cached as that element.
+func TestPutTakesOnlyTheVerifiedOctets(t *testing.T) {
+	c := NewChainCache(8, 1<<20)
+	verified := Element{Form: FormJWS, Octets: []byte("eyJh.eyJi.c2ln")}
+	k := cacheKey{dig: [32]byte(verified.Digest().Val)}
+	written := Element{Form: FormJWS, Octets: []byte("eyJh.eyJi.c2lo")}
+	c.put(k, written, &Offer{}, &trust.Key{})
+	if s := c.Stats(); s.Entries != 0 {
+		t.Fatalf("other octets cached under the verified element's digest: %+v", s)
+	}
+	c.put(k, verified, &Offer{}, &trust.Key{})
+	if c.get(k, verified) == nil {
+		t.Fatal("the verified octets are not cached")
 	}
 }

@@ -270,7 +270,8 @@ func (r *Receiver) checkElements(h *Handoff, o *Offer, chain []ChainElement, off
 	}
 	if cache != nil {
 		for _, i := range todo {
-			cache.remember(digests[i], chain[i].Element, chain[i].Offer, chain[i].Key)
+			el := Element{Form: parsedAt[i].form(), Octets: chain[i].Element.Octets}
+			cache.remember(digests[i], el, chain[i].Offer, chain[i].Key)
 		}
 	}
 	return nil

@@ -358,7 +358,7 @@ func (r *Receiver) receive(ctx context.Context, h *Handoff, parseErr error, dial
 		// back here with it in its chain, it is found. Only the element's
 		// signature and form are remembered; the checks below run on
 		// every receive.
-		cache.remember(od, h.Offer, o, key)
+		cache.remember(od, Element{Form: p.form(), Octets: h.Offer.Octets}, o, key)
 	}
 
 	// Step 2: audience.

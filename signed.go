@@ -126,6 +126,14 @@ func (p *parsed) digest(e Element) Digest {
 	return e.Digest()
 }
 
+// form is the signed form p was parsed in.
+func (p *parsed) form() Form {
+	if p.tok != nil {
+		return FormJWS
+	}
+	return FormCOSE
+}
+
 // verify checks the signature with pub.
 func (p *parsed) verify(pub *ecdsa.PublicKey) error {
 	if p.tok != nil {

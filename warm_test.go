@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"reflect"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -463,5 +464,45 @@ func TestParsedHandoffTakenOnce(t *testing.T) {
 	a, b := <-outs, <-outs
 	if !(a == handoff.Accepted && b == handoff.Retransmission || a == handoff.Retransmission && b == handoff.Accepted) {
 		t.Fatalf("two at once: %s and %s, want one accepted and one retransmission", a, b)
+	}
+}
+
+// writingKeys is a trust that, the first time it is asked, runs write: a
+// caller's code that changes a Handoff while it is being received.
+type writingKeys struct {
+	*trust.Config
+	write func()
+	once  sync.Once
+}
+
+func (k *writingKeys) Keys(iss, kid string) []trust.Key {
+	k.once.Do(k.write)
+	return k.Config.Keys(iss, kid)
+}
+
+// TestWriteDuringReceiveIsNotCached: octets written into a Handoff while
+// it is received (here by the KeySource, between the offer's parse and
+// its caching) are not cached as the offer that was verified, so no other
+// receiver sharing the cache takes them for it (found by the third
+// adversarial review).
+func TestWriteDuringReceiveIsNotCached(t *testing.T) {
+	f := newFleet(t, 5)
+	cache := handoff.NewChainCache(100, 1<<20)
+	h := f.chain(t, 5, "written")
+	y := h.Chain[3]
+	ph := &handoff.Handoff{Offer: y, Chain: h.Chain[:3]}
+	keys := &writingKeys{Config: f.cfg, write: func() { ph.Offer = h.Chain[2] }}
+	r := f.receiverWith(t, handoff.Options{Keys: keys, TrustGeneration: f.cfg.Generation, ChainCache: cache})
+	if res, _ := r.ReceiveParsed(context.Background(), ph, nil, ""); res.Outcome != handoff.Rejected || res.Reason != handoff.ReasonWrongAudience {
+		t.Fatalf("the offer for agent 4: %s %s %v", res.Outcome, res.Reason, res.Err)
+	}
+	forged := *h
+	forged.Chain = append([]handoff.Element(nil), h.Chain...)
+	forged.Chain[3] = h.Chain[2]
+	for _, c := range []*handoff.ChainCache{cache, nil} {
+		res := receiveHandoff(t, f.receiver(t, f.cfg, c), &forged)
+		if res.Outcome != handoff.Rejected || res.Reason != handoff.ReasonBrokenChain {
+			t.Fatalf("cache %v: chain[3] the octets written: %s %s %v, want rejected broken-chain", c != nil, res.Outcome, res.Reason, res.Err)
+		}
 	}
 }

@@ -32,7 +32,7 @@ type Answer struct {
 	// Take: this call took the work; do it exactly once, then Finish.
 	Take     bool
 	Iss, Hop string        // the hop, when the offer's payload was verified
-	Record   *store.Record // the hop's record after this call, if any
+	Record   *store.Record // the hop's record after this call, if any (its Chain may alias the octets received: see ParseHandoff)
 }
 
 // Receive checks a Handoff and records the decision before returning, so
@@ -51,7 +51,9 @@ func (d *Delegate) Receive(ctx context.Context, b []byte, dialog, sender string)
 // receiver reads it (handoff.Receiver.ParseHandoff): with a ChainCache, a
 // chain the cache holds whole is not read again. A carrier that reads a
 // request's Handoff to route it reads it with this, then passes it to
-// ReceiveParsed.
+// ReceiveParsed. A chain read from the cache so keeps its octets in b
+// (handoff.ParseHandoff copies them), and so do the Answer's Result and
+// Record: keep b unchanged while they are in use; Receive is the same.
 func (d *Delegate) ParseHandoff(b []byte) (*handoff.Handoff, error) {
 	return d.recv.Load().ParseHandoff(b)
 }
