@@ -105,6 +105,21 @@ func (f *fleet) next(t testing.TB, h *handoff.Handoff) *handoff.Handoff {
 	return &handoff.Handoff{Offer: el, Chain: h.Chain}
 }
 
+// trustWithout is a new Config binding every agent of the fleet but one.
+func (f *fleet) trustWithout(t testing.TB, skip int) *trust.Config {
+	t.Helper()
+	c := trust.New()
+	for i, id := range f.ids {
+		if i == skip {
+			continue
+		}
+		if err := c.Add(id, f.keys[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return c
+}
+
 func (f *fleet) receiver(t testing.TB, keys handoff.KeySource, cache *handoff.ChainCache) *handoff.Receiver {
 	t.Helper()
 	return f.receiverWith(t, handoff.Options{Keys: keys, ChainCache: cache})
@@ -258,12 +273,7 @@ func TestChainCacheTrustChange(t *testing.T) {
 	}
 	// The same keys but agent 0's, in a new Config: C[0] has no trusted
 	// key any more.
-	withdrawn := trust.New()
-	for i := 1; i < 4; i++ {
-		if err := withdrawn.Add(f.ids[i], f.keys[i]); err != nil {
-			t.Fatal(err)
-		}
-	}
+	withdrawn := f.trustWithout(t, 0)
 	if withdrawn.Generation() == f.cfg.Generation() || withdrawn.Generation() == 0 {
 		t.Fatal("a new Config shares a generation")
 	}

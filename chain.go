@@ -154,19 +154,18 @@ func (r *Receiver) checkChain(h *Handoff, o *Offer, w *warmChain) ([]ChainElemen
 // each element is hashed and looked up, and only a miss is parsed. The
 // signatures still to check are then verified across cores.
 func (r *Receiver) checkElements(h *Handoff, o *Offer, chain []ChainElement, offers []*Offer, digests []Digest, w *warmChain) *CheckError {
-	cache := r.cacheView()
+	var cache *cacheView
 	cold := len(h.Chain) // elements [0, cold) are not known verified
 	walked := false      // whether h.Chain[cold-1] was looked up by the walk, and missed
 	var found []*cacheEntry
-	switch {
-	case w != nil && w.found != nil && r.generation() == w.v.gen:
+	if w != nil && w.found != nil && r.generation() == w.v.gen {
 		// Found whole by Receiver.warm, and the trust has not changed
 		// since (a reload while the offer was checked and remembered
 		// must revoke as at any other time). Now that the offer is
 		// verified, the entries are marked hit.
 		cache, found, cold = w.v, w.found, 0 // and digests are w's
 		cache.touch(found)
-	case cache != nil:
+	} else if cache = r.cacheView(); cache != nil {
 		found = make([]*cacheEntry, cold)
 		cold, walked = cache.walk(o.Prev, h.Chain, found, digests, false)
 		cache.count(len(h.Chain)-cold, walked)

@@ -262,8 +262,9 @@ func (d *decoder) carried(enc Encoding, inChain bool) (Element, error) {
 // compactText reports whether b holds only base64url characters and
 // periods (what a JWS Compact Serialization is made of) and counts the
 // periods: one pass (wire.AllIn: an octet's entry in notCompact is 0
-// when it belongs), the count a vectorized bytes.Count. Text with two periods, neither first nor last nor side by
-// side, is then the CDDL's JwsCompact: three non-empty base64url runs.
+// when it belongs), the count a vectorized bytes.Count. Text with two
+// periods, neither first nor last nor side by side, is then the CDDL's
+// JwsCompact: three non-empty base64url runs.
 func compactText(b []byte) (dots int, ok bool) {
 	if !wire.AllIn(&notCompact, b) {
 		return 0, false

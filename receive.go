@@ -330,12 +330,13 @@ func (r *Receiver) receive(ctx context.Context, h *Handoff, parseErr error, dial
 		return fromMember(1, OfferIndex, err)
 	}
 	var p parsed
-	cache := r.cacheView()
+	var cache *cacheView
 	if w != nil {
 		// Receiver.warm parsed this offer (from the same octets: see there).
 		p, err, cache = w.p, w.perr, w.v
 	} else {
 		p, err = parseElement(h.Offer, "offer", lim)
+		cache = r.cacheView()
 	}
 	if err != nil {
 		digestOnly()

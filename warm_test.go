@@ -328,12 +328,7 @@ func (m *hookMemory) Remember(ctx context.Context, iss, hop string, o handoff.El
 // the adversarial review).
 func TestWarmReadSeesTrustChange(t *testing.T) {
 	w := newWarmSetup(t)
-	revoked := trust.New() // every agent but agent 0, who issued chain[0]
-	for i := 1; i < len(w.f.ids); i++ {
-		if err := revoked.Add(w.f.ids[i], w.f.keys[i]); err != nil {
-			t.Fatal(err)
-		}
-	}
+	revoked := w.f.trustWithout(t, 0) // agent 0 issued chain[0]
 	receive := func(cache *handoff.ChainCache) *handoff.Result {
 		keys := &swapKeys{}
 		keys.p.Store(w.f.cfg)
