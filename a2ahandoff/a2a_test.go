@@ -210,7 +210,7 @@ type server struct {
 	close func()
 }
 
-func (w *world) serve(t testing.TB, me string, st store.Store, form handoff.Form, mut func(*a2ahandoff.ServerConfig)) *server {
+func (w *world) serve(t testing.TB, me string, st store.Store, form handoff.Form, mut func(*a2ahandoff.ServerConfig), opts ...a2asrv.RequestHandlerOption) *server {
 	t.Helper()
 	agent := newAgent()
 	cfg := a2ahandoff.ServerConfig{
@@ -227,7 +227,7 @@ func (w *world) serve(t testing.TB, me string, st store.Store, form handoff.Form
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := a2ahandoff.NewHandler(x, a2asrv.WithCallInterceptor(bearerAuth{tokens: w.tokens}))
+	h := a2ahandoff.NewHandler(x, append([]a2asrv.RequestHandlerOption{a2asrv.WithCallInterceptor(bearerAuth{tokens: w.tokens})}, opts...)...)
 	srv := httptest.NewServer(a2ahandoff.StrictHandler(a2asrv.NewJSONRPCHandler(h)))
 	t.Cleanup(srv.Close)
 	return &server{x: x, agent: agent, url: srv.URL, st: st, close: srv.Close}

@@ -3,6 +3,7 @@ package a2ahandoff
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 
 	"github.com/a2aproject/a2a-go/a2a"
 	"github.com/a2aproject/a2a-go/a2asrv"
@@ -73,6 +74,7 @@ func (x *Executor) Cancel(ctx context.Context, rc *a2asrv.RequestContext, q even
 	}
 	ev := a2a.NewStatusUpdateEvent(rc, a2a.TaskStateCanceled, statusMessage(rc, last, "canceled by the delegator; the hop's outcome is still reported when known"))
 	ev.Final = true
+	tryOf(ctx).wrote.Store(true)
 	werr := q.Write(ctx, ev)
 	// The cancel is recorded (x.d.Cancel) whether or not CANCELED could be
 	// written, so the cancel goes down the chain either way; it does so
@@ -100,9 +102,10 @@ func (x *Executor) openHop(ctx context.Context, hs []*Hop, h *Hop) *Hop {
 
 // onCancel runs OnCancel for h in its own goroutine, with the request's
 // values, without its cancellation, within OnCancelTimeout. A panic in it
-// is logged, not let loose on the server. Wait waits for it.
+// is logged, not let loose on the server. Wait waits for it. A Cancel
+// Task request run again (recordHandler.OnCancelTask) starts it once.
 func (x *Executor) onCancel(ctx context.Context, h *Hop) {
-	if x.cfg.OnCancel == nil {
+	if x.cfg.OnCancel == nil || tryOf(ctx).sent.Swap(true) {
 		return
 	}
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), x.cfg.OnCancelTimeout)
@@ -125,4 +128,28 @@ func (x *Executor) onCancel(ctx context.Context, h *Hop) {
 		}()
 		x.cfg.OnCancel(cctx, h.Iss, h.ID, h.Handoff.Offer.Digest())
 	}()
+}
+
+// cancelTries bounds how often recordHandler.OnCancelTask runs a Cancel
+// Task request whose CANCELED a2a-go lost.
+const cancelTries = 3
+
+// cancelTry is what Executor.Cancel leaves for the Cancel Task request
+// that ran it (recordHandler.OnCancelTask): whether it went on to write
+// CANCELED (the task was to end), and whether OnCancel was started, so
+// that a request run again starts it once. A nil *cancelTry (an Executor
+// served without NewHandler) keeps nothing.
+type cancelTry struct {
+	wrote, sent atomic.Bool
+}
+
+type cancelTryKey struct{}
+
+// tryOf is the cancelTry of the Cancel Task request ctx belongs to: a
+// throwaway one when there is none.
+func tryOf(ctx context.Context) *cancelTry {
+	if t, ok := ctx.Value(cancelTryKey{}).(*cancelTry); ok {
+		return t
+	}
+	return new(cancelTry)
 }

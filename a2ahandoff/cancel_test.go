@@ -2,12 +2,16 @@ package a2ahandoff_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/a2aproject/a2a-go/a2a"
+	"github.com/a2aproject/a2a-go/a2asrv"
 
 	"github.com/quantumlearningmachines/handoff"
 	"github.com/quantumlearningmachines/handoff/a2ahandoff"
@@ -129,4 +133,160 @@ func TestCancelOfSecondOfferInTask(t *testing.T) {
 	if err != nil || cr.State() != a2a.TaskStateCanceled {
 		t.Fatalf("cancel of the first hop, the last open one: %v; want the task canceled", err)
 	}
+}
+
+// A cancel that reaches a2a-go while the task's execution is resolving
+// (here to INPUT_REQUIRED, its other hop canceled) is handed to that
+// execution, which never reads it: a2a-go v0.3.15 then refuses the
+// request as not cancelable, although the Executor verified and recorded
+// the cancel. NewHandler's handler runs such a request again once the
+// execution has ended (decision 53 still holds: the task's last open hop
+// is canceled, so the task ends CANCELED), and OnCancel starts once.
+// The task store holds the execution's last save until the cancel has
+// reached the Executor, so the race is taken every time.
+func TestCancelRacingTheEndOfAnExecution(t *testing.T) {
+	ctx := context.Background()
+	w := newWorld(t)
+	var (
+		mu        sync.Mutex
+		onCancels = map[string]int{}
+		reached   = make(chan string, 8)
+	)
+	tasks := &heldTasks{tasks: map[a2a.TaskID]heldTask{}}
+	srv := w.serve(t, plannerID, memStore(), handoff.FormJWS, func(c *a2ahandoff.ServerConfig) {
+		c.NoEffectUnlessCompleted = true
+		c.OnCancel = func(_ context.Context, _, hop string, _ handoff.Digest) {
+			mu.Lock()
+			onCancels[hop]++
+			mu.Unlock()
+			reached <- hop
+		}
+	}, a2asrv.WithTaskStore(tasks))
+	dl := w.delegator(t, assistantID, store.NewMemory(time.Now()), handoff.FormJWS)
+	c := w.client(t, srv.url, assistantID, dl, handoff.JSON)
+	r1, err := c.Offer(ctx, delegator.Offer{Aud: plannerID, Work: "first"}, say("more"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, issued, err := dl.Offer(ctx, delegator.Offer{Aud: plannerID, Work: "second", Dialog: r1.Task.ContextID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := say("block")
+	m.ContextID, m.TaskID = r1.Task.ContextID, r1.Task.ID
+	if _, err := c.Send(ctx, issued.Hop, h, m, &a2a.MessageSendConfig{Blocking: new(false)}); err != nil {
+		t.Fatal(err)
+	}
+	<-srv.agent.started
+
+	// The second execution's INPUT_REQUIRED is held in Save until the
+	// first hop's cancel has reached the Executor (its OnCancel ran).
+	type result struct {
+		state a2a.TaskState
+		err   error
+	}
+	done := make(chan result, 1)
+	tasks.hold(r1.Task.ID, a2a.TaskStateInputRequired, func() {
+		go func() {
+			cr, err := c.Cancel(ctx, r1.Hop)
+			if err != nil {
+				done <- result{err: err}
+				return
+			}
+			done <- result{state: cr.State()}
+		}()
+		for {
+			select {
+			case hop := <-reached:
+				if hop != r1.Hop {
+					continue
+				}
+			case <-time.After(10 * time.Second):
+				t.Error("the first hop's cancel did not reach the Executor while the execution was resolving")
+			}
+			return
+		}
+	})
+	if _, err := c.Cancel(ctx, issued.Hop); !errors.Is(err, a2a.ErrTaskNotCancelable) {
+		t.Fatalf("cancel of the second hop while the first is open: %v; want the task not canceled", err)
+	}
+	<-srv.agent.stopped
+	r := <-done
+	if r.err != nil || r.state != a2a.TaskStateCanceled {
+		t.Fatalf("cancel of the first hop while the execution resolved: %s, %v; want the task canceled", r.state, r.err)
+	}
+	if !tasks.held.Load() {
+		t.Fatal("the race was not taken: the execution's INPUT_REQUIRED was never held")
+	}
+	srv.x.Wait()
+	mu.Lock()
+	defer mu.Unlock()
+	if onCancels[r1.Hop] != 1 || onCancels[issued.Hop] != 1 {
+		t.Fatalf("OnCancel ran %d times for the first hop and %d for the second; want once each", onCancels[r1.Hop], onCancels[issued.Hop])
+	}
+}
+
+// heldTasks is an a2asrv.TaskStore in memory whose Save of one task in
+// one state runs a function first, once (hold).
+type heldTasks struct {
+	mu    sync.Mutex
+	tasks map[a2a.TaskID]heldTask
+	id    a2a.TaskID
+	state a2a.TaskState
+	then  func()
+	held  atomic.Bool
+}
+
+type heldTask struct {
+	json    []byte
+	version a2a.TaskVersion
+}
+
+func (s *heldTasks) hold(id a2a.TaskID, state a2a.TaskState, then func()) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.id, s.state, s.then = id, state, then
+}
+
+func (s *heldTasks) Save(_ context.Context, task *a2a.Task, _ a2a.Event, _ *a2a.Task, prev a2a.TaskVersion) (a2a.TaskVersion, error) {
+	s.mu.Lock()
+	var then func()
+	if s.then != nil && task.ID == s.id && task.Status.State == s.state {
+		then, s.then = s.then, nil
+	}
+	s.mu.Unlock()
+	if then != nil {
+		s.held.Store(true)
+		then()
+	}
+	b, err := json.Marshal(task)
+	if err != nil {
+		return a2a.TaskVersionMissing, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	old, ok := s.tasks[task.ID]
+	if ok && prev != a2a.TaskVersionMissing && old.version != prev {
+		return a2a.TaskVersionMissing, a2a.ErrConcurrentTaskModification
+	}
+	s.tasks[task.ID] = heldTask{json: b, version: old.version + 1}
+	return old.version + 1, nil
+}
+
+func (s *heldTasks) Get(_ context.Context, id a2a.TaskID) (*a2a.Task, a2a.TaskVersion, error) {
+	s.mu.Lock()
+	t, ok := s.tasks[id]
+	s.mu.Unlock()
+	if !ok {
+		return nil, a2a.TaskVersionMissing, a2a.ErrTaskNotFound
+	}
+	var task a2a.Task
+	if err := json.Unmarshal(t.json, &task); err != nil {
+		return nil, a2a.TaskVersionMissing, err
+	}
+	return &task, t.version, nil
+}
+
+func (s *heldTasks) List(context.Context, *a2a.ListTasksRequest) (*a2a.ListTasksResponse, error) {
+	return nil, errors.New("heldTasks: no listing")
 }

@@ -150,6 +150,30 @@ func (r *recordHandler) OnSendMessage(ctx context.Context, p *a2a.MessageSendPar
 	return res, err
 }
 
+// OnCancelTask is the wrapped handler's, run again when a2a-go lost the
+// Executor's CANCELED. a2a-go v0.3.15 hands a cancel to the task's running
+// execution, if any (taskexec's handleCancelWithConcurrentRun): when that
+// execution resolves (for instance to INPUT_REQUIRED, as a task that
+// still carries another hop does) before it reads the cancel, the
+// Executor's CANCELED goes to a queue no one reads, or to a closed one,
+// and the request fails as not cancelable, although the hop's cancel is
+// recorded and its work stopped (a2a-go's own comment there says the
+// cancel should then start again as if no execution ran). The request is
+// run again then, when the execution has ended: at most cancelTries
+// times, OnCancel started once. A cancel the Executor refused itself (no
+// valid "canceled", another hop still open) is answered as it was.
+func (r *recordHandler) OnCancelTask(ctx context.Context, p *a2a.TaskIDParams) (*a2a.Task, error) {
+	try := new(cancelTry)
+	ctx = context.WithValue(ctx, cancelTryKey{}, try)
+	for n := 1; ; n++ {
+		try.wrote.Store(false)
+		t, err := r.RequestHandler.OnCancelTask(ctx, p)
+		if err == nil || !try.wrote.Load() || n == cancelTries {
+			return t, err
+		}
+	}
+}
+
 func (r *recordHandler) OnSendMessageStream(ctx context.Context, p *a2a.MessageSendParams) iter.Seq2[a2a.Event, error] {
 	return func(yield func(a2a.Event, error) bool) {
 		ctx, pm := r.x.parseOnce(ctx, p)
