@@ -160,15 +160,16 @@ func (r *recordHandler) OnSendMessage(ctx context.Context, p *a2a.MessageSendPar
 // recorded and its work stopped (a2a-go's own comment there says the
 // cancel should then start again as if no execution ran). The request is
 // run again then, when the execution has ended: at most cancelTries
-// times, OnCancel started once. A cancel the Executor refused itself (no
-// valid "canceled", another hop still open) is answered as it was.
+// times (not after the request itself ended), OnCancel started once. A
+// cancel the Executor refused itself (no valid "canceled", another hop
+// still open) is answered as it was.
 func (r *recordHandler) OnCancelTask(ctx context.Context, p *a2a.TaskIDParams) (*a2a.Task, error) {
 	try := new(cancelTry)
 	ctx = context.WithValue(ctx, cancelTryKey{}, try)
 	for n := 1; ; n++ {
 		try.wrote.Store(false)
 		t, err := r.RequestHandler.OnCancelTask(ctx, p)
-		if err == nil || !try.wrote.Load() || n == cancelTries {
+		if err == nil || !try.wrote.Load() || n == cancelTries || ctx.Err() != nil {
 			return t, err
 		}
 	}
