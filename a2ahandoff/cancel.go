@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync/atomic"
+	"time"
 
 	"github.com/a2aproject/a2a-go/a2a"
 	"github.com/a2aproject/a2a-go/a2asrv"
@@ -23,6 +24,7 @@ import (
 // ServerConfig.OnCancel). A cancel without a valid "canceled" is
 // refused and the task goes on. Other tasks go to the agent's Cancel.
 func (x *Executor) Cancel(ctx context.Context, rc *a2asrv.RequestContext, q eventqueue.Queue) error {
+	tryOf(ctx).ran.Store(true)
 	if err := x.callable(ctx, rc, q); err != nil {
 		return err
 	}
@@ -59,6 +61,12 @@ func (x *Executor) Cancel(ctx context.Context, rc *a2asrv.RequestContext, q even
 		return fmt.Errorf("a2ahandoff: cancel of hop %s refused: %v: %w", h.ID, err, a2a.ErrTaskNotCancelable)
 	}
 	activate(ctx)
+	if f, ok := x.followUpIn(rc.TaskID, h.Iss, h.ID); ok {
+		// As below, for a hop not yet in the task's history.
+		x.onCancel(ctx, h)
+		return fmt.Errorf("a2ahandoff: the cancel of hop %s is verified and recorded, and its work is stopped, but a message with an offer for hop %s of %q is being taken into task %s, so the task is not canceled: %w",
+			h.ID, f.hop, f.iss, rc.TaskID, a2a.ErrTaskNotCancelable)
+	}
 	if open := x.openHop(ctx, hs, h); open != nil {
 		// The hop's cancel is recorded and its work stopped, but the task
 		// still carries another hop whose work goes on: CANCELED would
@@ -108,7 +116,9 @@ func (x *Executor) onCancel(ctx context.Context, h *Hop) {
 	if x.cfg.OnCancel == nil || tryOf(ctx).sent.Swap(true) {
 		return
 	}
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), x.cfg.OnCancelTimeout)
+	// Not the request's cancelTry: a Cancel that OnCancel reaches in this
+	// process is a request of its own.
+	cctx, cancel := context.WithTimeout(context.WithValue(context.WithoutCancel(ctx), cancelTryKey{}, (*cancelTry)(nil)), x.cfg.OnCancelTimeout)
 	x.mu.Lock()
 	x.cancels++
 	x.mu.Unlock()
@@ -130,25 +140,29 @@ func (x *Executor) onCancel(ctx context.Context, h *Hop) {
 	}()
 }
 
-// cancelTries bounds how often recordHandler.OnCancelTask runs a Cancel
-// Task request whose CANCELED a2a-go lost.
-const cancelTries = 3
+// cancelTries bounds how often recordHandler.OnCancelTask runs one
+// Cancel Task request; it pauses n*cancelPause after the nth run.
+const (
+	cancelTries = 3
+	cancelPause = 10 * time.Millisecond
+)
 
 // cancelTry is what Executor.Cancel leaves for the Cancel Task request
-// that ran it (recordHandler.OnCancelTask): whether it went on to write
-// CANCELED (the task was to end), and whether OnCancel was started, so
-// that a request run again starts it once. A nil *cancelTry (an Executor
-// served without NewHandler) keeps nothing.
+// that ran it (recordHandler.OnCancelTask): whether it ran at all (a2a-go
+// may answer the request with another one's result), whether it went on
+// to write CANCELED (the task was to end), and whether OnCancel was
+// started, so that a request run again starts it once.
 type cancelTry struct {
-	wrote, sent atomic.Bool
+	ran, wrote, sent atomic.Bool
 }
 
 type cancelTryKey struct{}
 
 // tryOf is the cancelTry of the Cancel Task request ctx belongs to: a
-// throwaway one when there is none.
+// throwaway one when there is none (an Executor served without
+// NewHandler, or OnCancel's context).
 func tryOf(ctx context.Context) *cancelTry {
-	if t, ok := ctx.Value(cancelTryKey{}).(*cancelTry); ok {
+	if t, ok := ctx.Value(cancelTryKey{}).(*cancelTry); ok && t != nil {
 		return t
 	}
 	return new(cancelTry)

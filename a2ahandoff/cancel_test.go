@@ -150,11 +150,13 @@ func TestCancelRacingTheEndOfAnExecution(t *testing.T) {
 	var (
 		mu        sync.Mutex
 		onCancels = map[string]int{}
+		stops     = map[string]int{}
 		reached   = make(chan string, 8)
 	)
 	tasks := &heldTasks{tasks: map[a2a.TaskID]heldTask{}}
 	srv := w.serve(t, plannerID, memStore(), handoff.FormJWS, func(c *a2ahandoff.ServerConfig) {
 		c.NoEffectUnlessCompleted = true
+		c.Delegate.Stop = func(_, hop string) { mu.Lock(); stops[hop]++; mu.Unlock() }
 		c.OnCancel = func(_ context.Context, _, hop string, _ handoff.Digest) {
 			mu.Lock()
 			onCancels[hop]++
@@ -186,7 +188,17 @@ func TestCancelRacingTheEndOfAnExecution(t *testing.T) {
 		err   error
 	}
 	done := make(chan result, 1)
+	secondDone := make(chan struct{})
+	missed := make(chan string, 2) // what the held Save waited for in vain
 	tasks.hold(r1.Task.ID, a2a.TaskStateInputRequired, func() {
+		// a2a-go joins a cancel onto one in progress for the task: the
+		// first hop's cancel waits until the second's has ended.
+		select {
+		case <-secondDone:
+		case <-time.After(10 * time.Second):
+			missed <- "the second hop's cancel did not end"
+			return
+		}
 		go func() {
 			cr, err := c.Cancel(ctx, r1.Hop)
 			if err != nil {
@@ -202,25 +214,44 @@ func TestCancelRacingTheEndOfAnExecution(t *testing.T) {
 					continue
 				}
 			case <-time.After(10 * time.Second):
-				t.Error("the first hop's cancel did not reach the Executor while the execution was resolving")
+				missed <- "the first hop's cancel did not reach the Executor while the execution was resolving"
 			}
 			return
 		}
 	})
-	if _, err := c.Cancel(ctx, issued.Hop); !errors.Is(err, a2a.ErrTaskNotCancelable) {
+	_, err = c.Cancel(ctx, issued.Hop)
+	close(secondDone)
+	if !errors.Is(err, a2a.ErrTaskNotCancelable) {
 		t.Fatalf("cancel of the second hop while the first is open: %v; want the task not canceled", err)
 	}
-	<-srv.agent.stopped
-	r := <-done
+	select {
+	case <-srv.agent.stopped:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the second hop's work did not stop")
+	}
+	var r result
+	select {
+	case r = <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the first hop's cancel did not return")
+	}
 	if r.err != nil || r.state != a2a.TaskStateCanceled {
 		t.Fatalf("cancel of the first hop while the execution resolved: %s, %v; want the task canceled", r.state, r.err)
 	}
 	if !tasks.held.Load() {
 		t.Fatal("the race was not taken: the execution's INPUT_REQUIRED was never held")
 	}
+	select {
+	case m := <-missed:
+		t.Fatalf("the race was not taken as planned: %s", m)
+	default:
+	}
 	srv.x.Wait()
 	mu.Lock()
 	defer mu.Unlock()
+	if stops[issued.Hop] != 1 {
+		t.Fatalf("the refused cancel of the second hop ran %d times; want once", stops[issued.Hop])
+	}
 	if onCancels[r1.Hop] != 1 || onCancels[issued.Hop] != 1 {
 		t.Fatalf("OnCancel ran %d times for the first hop and %d for the second; want once each", onCancels[r1.Hop], onCancels[issued.Hop])
 	}
@@ -289,4 +320,247 @@ func (s *heldTasks) Get(_ context.Context, id a2a.TaskID) (*a2a.Task, a2a.TaskVe
 
 func (s *heldTasks) List(context.Context, *a2a.ListTasksRequest) (*a2a.ListTasksResponse, error) {
 	return nil, errors.New("heldTasks: no listing")
+}
+
+// a2a-go joins a Cancel Task request onto one already in progress for the
+// task and answers both with the first's result. The delegator canceling
+// both hops of a task at once would get, for the first hop, the refusal
+// of the second's cancel (another hop still open: decision 53), with the
+// first hop's cancel never verified nor recorded. NewHandler's handler
+// runs a request that the Executor never saw again, so each cancel gets
+// its own verdict: the second hop's is refused, the first hop's (the
+// last open one) ends the task.
+func TestCancelsOfTwoHopsAtOnce(t *testing.T) {
+	ctx := context.Background()
+	w := newWorld(t)
+	var (
+		mu        sync.Mutex
+		onCancels = map[string]int{}
+		holding   = make(chan struct{}) // the second hop's cancel is in the Executor
+		release   = make(chan struct{})
+		once      sync.Once
+	)
+	in := &cancelSeen{seen: make(chan struct{}, 1)}
+	var second string
+	srv := w.serve(t, plannerID, memStore(), handoff.FormJWS, func(c *a2ahandoff.ServerConfig) {
+		c.NoEffectUnlessCompleted = true
+		c.Delegate.Stop = func(_, hop string) {
+			mu.Lock()
+			hold := hop == second
+			mu.Unlock()
+			if hold {
+				once.Do(func() {
+					close(holding)
+					select {
+					case <-release:
+					case <-time.After(10 * time.Second):
+					}
+				})
+			}
+		}
+		c.OnCancel = func(_ context.Context, _, hop string, _ handoff.Digest) {
+			mu.Lock()
+			onCancels[hop]++
+			mu.Unlock()
+		}
+	}, a2asrv.WithCallInterceptor(in))
+	dl := w.delegator(t, assistantID, store.NewMemory(time.Now()), handoff.FormJWS)
+	c := w.client(t, srv.url, assistantID, dl, handoff.JSON)
+	r1, err := c.Offer(ctx, delegator.Offer{Aud: plannerID, Work: "first"}, say("more"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, issued, err := dl.Offer(ctx, delegator.Offer{Aud: plannerID, Work: "second", Dialog: r1.Task.ContextID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	second = issued.Hop
+	mu.Unlock()
+	m := say("block")
+	m.ContextID, m.TaskID = r1.Task.ContextID, r1.Task.ID
+	if _, err := c.Send(ctx, issued.Hop, h, m, &a2a.MessageSendConfig{Blocking: new(false)}); err != nil {
+		t.Fatal(err)
+	}
+	<-srv.agent.started
+
+	secondErr := make(chan error, 1)
+	go func() {
+		_, err := c.Cancel(ctx, issued.Hop)
+		secondErr <- err
+	}()
+	select {
+	case <-holding:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the second hop's cancel did not reach the Executor")
+	}
+	type result struct {
+		state a2a.TaskState
+		err   error
+	}
+	firstDone := make(chan result, 1)
+	in.arm()
+	go func() {
+		cr, err := c.Cancel(ctx, r1.Hop)
+		if err != nil {
+			firstDone <- result{err: err}
+			return
+		}
+		firstDone <- result{state: cr.State()}
+	}()
+	select {
+	case <-in.seen:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the first hop's cancel did not arrive")
+	}
+	// From the interceptor to a2a-go's join is a few calls; the second
+	// hop's cancel is held well past that. Should the first arrive after
+	// all, it is not joined, and the test checks the plain path.
+	time.Sleep(200 * time.Millisecond)
+	close(release)
+
+	select {
+	case err := <-secondErr:
+		if !errors.Is(err, a2a.ErrTaskNotCancelable) {
+			t.Fatalf("cancel of the second hop while the first is open: %v; want the task not canceled", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the second hop's cancel did not return")
+	}
+	var r result
+	select {
+	case r = <-firstDone:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the first hop's cancel did not return")
+	}
+	if r.err != nil || r.state != a2a.TaskStateCanceled {
+		t.Fatalf("cancel of the first hop, sent while the second's was in progress: %s, %v; want the task canceled", r.state, r.err)
+	}
+	first, err := srv.st.Get(ctx, assistantID, r1.Hop)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !first.Canceled {
+		t.Fatal("the first hop is not noted canceled")
+	}
+	srv.x.Wait()
+	mu.Lock()
+	defer mu.Unlock()
+	if onCancels[r1.Hop] != 1 || onCancels[issued.Hop] != 1 {
+		t.Fatalf("OnCancel ran %d times for the first hop and %d for the second; want once each", onCancels[r1.Hop], onCancels[issued.Hop])
+	}
+}
+
+// cancelSeen tells, once armed, when a Cancel Task request has passed the
+// call interceptors.
+type cancelSeen struct {
+	a2asrv.PassthroughCallInterceptor
+	armed atomic.Bool
+	seen  chan struct{}
+}
+
+func (c *cancelSeen) arm() { c.armed.Store(true) }
+
+func (c *cancelSeen) Before(ctx context.Context, cc *a2asrv.CallContext, _ *a2asrv.Request) (context.Context, error) {
+	if cc.Method() == "OnCancelTask" && c.armed.CompareAndSwap(true, false) {
+		c.seen <- struct{}{}
+	}
+	return ctx, nil
+}
+
+// a2a-go registers a follow-up message's execution before it adds the
+// message to the task's history. A cancel of the task's last open hop
+// arriving in between is handed to that execution, and the Executor
+// reads a history without the new offer. The cancel is verified and
+// recorded and its work stopped, but the task is not canceled under the
+// new hop (decision 53): NewHandler's handler notes follow-ups in flight.
+// The task store holds the follow-up's history update until the cancel
+// has reached the Executor, so the race is taken every time.
+func TestCancelRacingAFollowUp(t *testing.T) {
+	ctx := context.Background()
+	w := newWorld(t)
+	reached := make(chan string, 8)
+	tasks := &heldTasks{tasks: map[a2a.TaskID]heldTask{}}
+	srv := w.serve(t, plannerID, memStore(), handoff.FormJWS, func(c *a2ahandoff.ServerConfig) {
+		c.NoEffectUnlessCompleted = true
+		c.OnCancel = func(_ context.Context, _, hop string, _ handoff.Digest) { reached <- hop }
+	}, a2asrv.WithTaskStore(tasks))
+	dl := w.delegator(t, assistantID, store.NewMemory(time.Now()), handoff.FormJWS)
+	c := w.client(t, srv.url, assistantID, dl, handoff.JSON)
+	r1, err := c.Offer(ctx, delegator.Offer{Aud: plannerID, Work: "first"}, say("more"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, issued, err := dl.Offer(ctx, delegator.Offer{Aud: plannerID, Work: "second", Dialog: r1.Task.ContextID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	type result struct {
+		state a2a.TaskState
+		err   error
+	}
+	done := make(chan result, 1)
+	missed := make(chan string, 1)
+	tasks.hold(r1.Task.ID, a2a.TaskStateInputRequired, func() {
+		go func() {
+			cr, err := c.Cancel(ctx, r1.Hop)
+			if err != nil {
+				done <- result{err: err}
+				return
+			}
+			done <- result{state: cr.State()}
+		}()
+		for {
+			select {
+			case hop := <-reached:
+				if hop != r1.Hop {
+					continue
+				}
+			case <-time.After(10 * time.Second):
+				missed <- "the first hop's cancel did not reach the Executor while the follow-up was being taken"
+			}
+			return
+		}
+	})
+	m := say("block")
+	m.ContextID, m.TaskID = r1.Task.ContextID, r1.Task.ID
+	if _, err := c.Send(ctx, issued.Hop, h, m, &a2a.MessageSendConfig{Blocking: new(false)}); err != nil {
+		t.Fatal(err)
+	}
+	var r result
+	select {
+	case r = <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the first hop's cancel did not return")
+	}
+	select {
+	case m := <-missed:
+		t.Fatalf("the race was not taken as planned: %s", m)
+	default:
+	}
+	if !tasks.held.Load() {
+		t.Fatal("the race was not taken: the follow-up's history update was never held")
+	}
+	if !errors.Is(r.err, a2a.ErrTaskNotCancelable) {
+		t.Fatalf("cancel of the first hop while a follow-up with another offer was being taken: %s, %v; want the task not canceled", r.state, r.err)
+	}
+	first, err := srv.st.Get(ctx, assistantID, r1.Hop)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !first.Canceled {
+		t.Fatal("the first hop's cancel is not recorded")
+	}
+	select {
+	case <-srv.agent.started:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the second hop's work did not start")
+	}
+	// The second hop is now the task's last open one: its cancel ends
+	// the task.
+	cr, err := c.Cancel(ctx, issued.Hop)
+	if err != nil || cr.State() != a2a.TaskStateCanceled {
+		t.Fatalf("cancel of the second hop, the last open one: %v; want the task canceled", err)
+	}
+	srv.x.Wait()
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"iter"
+	"time"
 
 	"github.com/a2aproject/a2a-go/a2a"
 	"github.com/a2aproject/a2a-go/a2asrv"
@@ -141,6 +142,9 @@ func (r *recordHandler) OnSendMessage(ctx context.Context, p *a2a.MessageSendPar
 		}
 		return m, nil
 	}
+	if end := r.x.beginFollowUp(p, pm); end != nil {
+		defer end()
+	}
 	res, err := r.RequestHandler.OnSendMessage(ctx, p)
 	if err != nil {
 		if m, ok := r.x.equivocationRefused(ctx, p, pm); ok {
@@ -150,27 +154,44 @@ func (r *recordHandler) OnSendMessage(ctx context.Context, p *a2a.MessageSendPar
 	return res, err
 }
 
-// OnCancelTask is the wrapped handler's, run again when a2a-go lost the
-// Executor's CANCELED. a2a-go v0.3.15 hands a cancel to the task's running
-// execution, if any (taskexec's handleCancelWithConcurrentRun): when that
-// execution resolves (for instance to INPUT_REQUIRED, as a task that
-// still carries another hop does) before it reads the cancel, the
-// Executor's CANCELED goes to a queue no one reads, or to a closed one,
-// and the request fails as not cancelable, although the hop's cancel is
-// recorded and its work stopped (a2a-go's own comment there says the
-// cancel should then start again as if no execution ran). The request is
-// run again then, when the execution has ended: at most cancelTries
-// times (not after the request itself ended), OnCancel started once. A
-// cancel the Executor refused itself (no valid "canceled", another hop
-// still open) is answered as it was.
+// OnCancelTask is the wrapped handler's, run again when a2a-go answered
+// it without the Executor's verdict. a2a-go v0.3.15 (taskexec's
+// localManager) does so in two ways:
+//
+//   - It hands a cancel to the task's running execution, if any
+//     (handleCancelWithConcurrentRun). When that execution resolves (for
+//     instance to INPUT_REQUIRED, as a task that still carries another
+//     hop does) before it reads the cancel, the Executor's CANCELED goes
+//     to a queue no one reads, or to a closed one, and the request fails
+//     as not cancelable, although the hop's cancel is recorded and its
+//     work stopped (a2a-go's own comment there says the cancel should
+//     then start again as if no execution ran).
+//   - It joins a cancel onto one already in progress for the task and
+//     answers both with its result: a cancel of one hop would get the
+//     refusal of another's, unverified and unrecorded.
+//
+// Such a request is run again, once the execution or the other cancel
+// has ended: at most cancelTries times in all, not after the request
+// itself ended, OnCancel started once. A cancel the Executor refused
+// itself (no valid "canceled", another hop still open) is answered as it
+// was.
 func (r *recordHandler) OnCancelTask(ctx context.Context, p *a2a.TaskIDParams) (*a2a.Task, error) {
 	try := new(cancelTry)
 	ctx = context.WithValue(ctx, cancelTryKey{}, try)
 	for n := 1; ; n++ {
+		try.ran.Store(false)
 		try.wrote.Store(false)
 		t, err := r.RequestHandler.OnCancelTask(ctx, p)
-		if err == nil || !try.wrote.Load() || n == cancelTries || ctx.Err() != nil {
+		if err == nil || try.ran.Load() && !try.wrote.Load() || n == cancelTries {
 			return t, err
+		}
+		// A write to a closed queue fails at once, while a2a-go may not
+		// yet have let go of the execution that closed it: a pause
+		// before the next run.
+		select {
+		case <-ctx.Done():
+			return t, err
+		case <-time.After(time.Duration(n) * cancelPause):
 		}
 	}
 }
@@ -185,6 +206,9 @@ func (r *recordHandler) OnSendMessageStream(ctx context.Context, p *a2a.MessageS
 				yield(m, nil)
 			}
 			return
+		}
+		if end := r.x.beginFollowUp(p, pm); end != nil {
+			defer end()
 		}
 		first := true
 		for ev, err := range r.RequestHandler.OnSendMessageStream(ctx, p) {

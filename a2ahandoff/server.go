@@ -137,6 +137,9 @@ type Executor struct {
 	running map[[2]string]*stopper // (iss, hop) -> stop the agent's run
 	tasks   map[[2]string]hopTask  // (iss, hop) -> the A2A task carrying it
 	pruneAt int                    // prune tasks when it grows to this
+	// Messages carrying an offer into an existing task while a2a-go takes
+	// them (followup.go), by count.
+	followUps map[followUp]int
 
 	// The detached OnCancel calls still running, for Wait. A counter and
 	// a Cond rather than a sync.WaitGroup: a cancel may start one while
@@ -184,7 +187,8 @@ func NewExecutor(ctx context.Context, agent a2asrv.AgentExecutor, cfg ServerConf
 	if cfg.OnCancelTimeout == 0 {
 		cfg.OnCancelTimeout = DefaultOnCancelTimeout
 	}
-	x := &Executor{agent: agent, cfg: cfg, running: map[[2]string]*stopper{}, tasks: map[[2]string]hopTask{}}
+	x := &Executor{agent: agent, cfg: cfg, running: map[[2]string]*stopper{}, tasks: map[[2]string]hopTask{},
+		followUps: map[followUp]int{}}
 	x.idle = sync.NewCond(&x.mu)
 	userStop := cfg.Delegate.Stop
 	cfg.Delegate.Stop = func(iss, hop string) {
