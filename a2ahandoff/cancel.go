@@ -61,12 +61,6 @@ func (x *Executor) Cancel(ctx context.Context, rc *a2asrv.RequestContext, q even
 		return fmt.Errorf("a2ahandoff: cancel of hop %s refused: %v: %w", h.ID, err, a2a.ErrTaskNotCancelable)
 	}
 	activate(ctx)
-	if f, ok := x.followUpIn(rc.TaskID, h.Iss, h.ID); ok {
-		// As below, for a hop not yet in the task's history.
-		x.onCancel(ctx, h)
-		return fmt.Errorf("a2ahandoff: the cancel of hop %s is verified and recorded, and its work is stopped, but a message with an offer for hop %s of %q is being taken into task %s, so the task is not canceled: %w",
-			h.ID, f.hop, f.iss, rc.TaskID, a2a.ErrTaskNotCancelable)
-	}
 	if open := x.openHop(ctx, hs, h); open != nil {
 		// The hop's cancel is recorded and its work stopped, but the task
 		// still carries another hop whose work goes on: CANCELED would
@@ -138,6 +132,53 @@ func (x *Executor) onCancel(ctx context.Context, h *Hop) {
 		}()
 		x.cfg.OnCancel(cctx, h.Iss, h.ID, h.Handoff.Offer.Digest())
 	}()
+}
+
+// cancelsOf counts the Cancel Task requests of one task in progress in
+// NewHandler's handler, and those begun since the first of them.
+type cancelsOf struct {
+	now   int
+	begun uint64
+}
+
+// cancelNote is one Cancel Task request's note in Executor.canceling.
+type cancelNote struct {
+	x      *Executor
+	task   a2a.TaskID
+	c      *cancelsOf
+	others bool   // another request for the task was in progress at the start
+	begun  uint64 // c.begun at the start
+}
+
+// beginCancel notes a Cancel Task request for task in progress.
+func (x *Executor) beginCancel(task a2a.TaskID) *cancelNote {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	c := x.canceling[task]
+	if c == nil {
+		c = new(cancelsOf)
+		x.canceling[task] = c
+	}
+	c.now++
+	c.begun++
+	return &cancelNote{x: x, task: task, c: c, others: c.now > 1, begun: c.begun}
+}
+
+// joinable reports whether another request for the task was in progress
+// at any time since n began: a2a-go may have joined n onto it.
+func (n *cancelNote) joinable() bool {
+	n.x.mu.Lock()
+	defer n.x.mu.Unlock()
+	return n.others || n.c.begun != n.begun
+}
+
+// end ends the note; once.
+func (n *cancelNote) end() {
+	n.x.mu.Lock()
+	defer n.x.mu.Unlock()
+	if n.c.now--; n.c.now == 0 {
+		delete(n.x.canceling, n.task)
+	}
 }
 
 // cancelTries bounds how often recordHandler.OnCancelTask runs one

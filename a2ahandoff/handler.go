@@ -142,9 +142,6 @@ func (r *recordHandler) OnSendMessage(ctx context.Context, p *a2a.MessageSendPar
 		}
 		return m, nil
 	}
-	if end := r.x.beginFollowUp(p, pm); end != nil {
-		defer end()
-	}
 	res, err := r.RequestHandler.OnSendMessage(ctx, p)
 	if err != nil {
 		if m, ok := r.x.equivocationRefused(ctx, p, pm); ok {
@@ -174,16 +171,29 @@ func (r *recordHandler) OnSendMessage(ctx context.Context, p *a2a.MessageSendPar
 // has ended: at most cancelTries times in all, not after the request
 // itself ended, OnCancel started once. A cancel the Executor refused
 // itself (no valid "canceled", another hop still open) is answered as it
-// was.
+// was; so is one a2a-go refused before the Executor ran (an unknown or
+// ended task) when no other cancel of the task was in progress.
 func (r *recordHandler) OnCancelTask(ctx context.Context, p *a2a.TaskIDParams) (*a2a.Task, error) {
+	if p == nil {
+		return r.RequestHandler.OnCancelTask(ctx, p)
+	}
+	note := r.x.beginCancel(p.ID)
+	defer note.end()
 	try := new(cancelTry)
 	ctx = context.WithValue(ctx, cancelTryKey{}, try)
 	for n := 1; ; n++ {
 		try.ran.Store(false)
 		try.wrote.Store(false)
 		t, err := r.RequestHandler.OnCancelTask(ctx, p)
-		if err == nil || try.ran.Load() && !try.wrote.Load() || n == cancelTries {
+		if err == nil || n == cancelTries {
 			return t, err
+		}
+		ran := try.ran.Load()
+		if ran && !try.wrote.Load() || !ran && !note.joinable() {
+			return t, err
+		}
+		if !ran {
+			r.x.rerunJoined.Add(1)
 		}
 		// A write to a closed queue fails at once, while a2a-go may not
 		// yet have let go of the execution that closed it: a pause
@@ -206,9 +216,6 @@ func (r *recordHandler) OnSendMessageStream(ctx context.Context, p *a2a.MessageS
 				yield(m, nil)
 			}
 			return
-		}
-		if end := r.x.beginFollowUp(p, pm); end != nil {
-			defer end()
 		}
 		first := true
 		for ev, err := range r.RequestHandler.OnSendMessageStream(ctx, p) {

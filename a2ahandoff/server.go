@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/a2aproject/a2a-go/a2a"
@@ -137,9 +138,12 @@ type Executor struct {
 	running map[[2]string]*stopper // (iss, hop) -> stop the agent's run
 	tasks   map[[2]string]hopTask  // (iss, hop) -> the A2A task carrying it
 	pruneAt int                    // prune tasks when it grows to this
-	// Messages carrying an offer into an existing task while a2a-go takes
-	// them (followup.go), by count.
-	followUps map[followUp]int
+	// Cancel Task requests in progress in NewHandler's handler, by task:
+	// a2a-go may join one onto another (recordHandler.OnCancelTask).
+	canceling map[a2a.TaskID]*cancelsOf
+	// Cancel Task requests run again because a2a-go answered them with
+	// another's result (for tests).
+	rerunJoined atomic.Int64
 
 	// The detached OnCancel calls still running, for Wait. A counter and
 	// a Cond rather than a sync.WaitGroup: a cancel may start one while
@@ -188,7 +192,7 @@ func NewExecutor(ctx context.Context, agent a2asrv.AgentExecutor, cfg ServerConf
 		cfg.OnCancelTimeout = DefaultOnCancelTimeout
 	}
 	x := &Executor{agent: agent, cfg: cfg, running: map[[2]string]*stopper{}, tasks: map[[2]string]hopTask{},
-		followUps: map[followUp]int{}}
+		canceling: map[a2a.TaskID]*cancelsOf{}}
 	x.idle = sync.NewCond(&x.mu)
 	userStop := cfg.Delegate.Stop
 	cfg.Delegate.Stop = func(iss, hop string) {
