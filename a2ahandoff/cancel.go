@@ -3,6 +3,7 @@ package a2ahandoff
 import (
 	"context"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -70,6 +71,14 @@ func (x *Executor) Cancel(ctx context.Context, rc *a2asrv.RequestContext, q even
 		return fmt.Errorf("a2ahandoff: the cancel of hop %s is verified and recorded, and its work is stopped, but task %s also carries hop %s of %q, still open, so the task is not canceled: %w",
 			h.ID, rc.TaskID, open.ID, open.Iss, a2a.ErrTaskNotCancelable)
 	}
+	k, release := x.endTask(ctx, rc.TaskID, h)
+	if release == nil {
+		// As above, for a hop being taken into the task (taskgate.go).
+		x.onCancel(ctx, h)
+		return fmt.Errorf("a2ahandoff: the cancel of hop %s is verified and recorded, and its work is stopped, but hop %s of %q is being taken into task %s, so the task is not canceled: %w",
+			h.ID, k[1], k[0], rc.TaskID, a2a.ErrTaskNotCancelable)
+	}
+	defer tryOf(ctx).hold(release)()
 	var last *handoff.Element
 	if rec.Status != nil && x.authenticated(ctx, h.Iss) {
 		last = &handoff.Element{Form: rec.StatusForm, Octets: rec.Status}
@@ -134,53 +143,6 @@ func (x *Executor) onCancel(ctx context.Context, h *Hop) {
 	}()
 }
 
-// cancelsOf counts the Cancel Task requests of one task in progress in
-// NewHandler's handler, and those begun since the first of them.
-type cancelsOf struct {
-	now   int
-	begun uint64
-}
-
-// cancelNote is one Cancel Task request's note in Executor.canceling.
-type cancelNote struct {
-	x      *Executor
-	task   a2a.TaskID
-	c      *cancelsOf
-	others bool   // another request for the task was in progress at the start
-	begun  uint64 // c.begun at the start
-}
-
-// beginCancel notes a Cancel Task request for task in progress.
-func (x *Executor) beginCancel(task a2a.TaskID) *cancelNote {
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	c := x.canceling[task]
-	if c == nil {
-		c = new(cancelsOf)
-		x.canceling[task] = c
-	}
-	c.now++
-	c.begun++
-	return &cancelNote{x: x, task: task, c: c, others: c.now > 1, begun: c.begun}
-}
-
-// joinable reports whether another request for the task was in progress
-// at any time since n began: a2a-go may have joined n onto it.
-func (n *cancelNote) joinable() bool {
-	n.x.mu.Lock()
-	defer n.x.mu.Unlock()
-	return n.others || n.c.begun != n.begun
-}
-
-// end ends the note; once.
-func (n *cancelNote) end() {
-	n.x.mu.Lock()
-	defer n.x.mu.Unlock()
-	if n.c.now--; n.c.now == 0 {
-		delete(n.x.canceling, n.task)
-	}
-}
-
 // cancelTries bounds how often recordHandler.OnCancelTask runs one
 // Cancel Task request; it pauses n*cancelPause after the nth run.
 const (
@@ -195,6 +157,35 @@ const (
 // started, so that a request run again starts it once.
 type cancelTry struct {
 	ran, wrote, sent atomic.Bool
+
+	req      bool // made by recordHandler.OnCancelTask for its request
+	mu       sync.Mutex
+	releases []func() // run when the request is over
+}
+
+// hold keeps a task gate's "ending" mark (taskgate.go) until the request
+// is over, and returns the function to run when Executor.Cancel returns:
+// a no-op, or, when there is no request to wait for (an Executor served
+// without NewHandler), the release itself.
+func (t *cancelTry) hold(release func()) func() {
+	if !t.req {
+		return release
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.releases = append(t.releases, release)
+	return func() {}
+}
+
+// over runs what hold kept.
+func (t *cancelTry) over() {
+	t.mu.Lock()
+	rs := t.releases
+	t.releases = nil
+	t.mu.Unlock()
+	for _, r := range rs {
+		r()
+	}
 }
 
 type cancelTryKey struct{}
@@ -203,6 +194,9 @@ type cancelTryKey struct{}
 // throwaway one when there is none (an Executor served without
 // NewHandler, or OnCancel's context).
 func tryOf(ctx context.Context) *cancelTry {
+	if ctx == nil {
+		return new(cancelTry) // Cancel refuses a nil ctx (callable)
+	}
 	if t, ok := ctx.Value(cancelTryKey{}).(*cancelTry); ok && t != nil {
 		return t
 	}

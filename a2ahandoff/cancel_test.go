@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http/httptest"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -12,9 +13,11 @@ import (
 
 	"github.com/a2aproject/a2a-go/a2a"
 	"github.com/a2aproject/a2a-go/a2asrv"
+	"github.com/a2aproject/a2a-go/a2asrv/eventqueue"
 
 	"github.com/quantumlearningmachines/handoff"
 	"github.com/quantumlearningmachines/handoff/a2ahandoff"
+	"github.com/quantumlearningmachines/handoff/delegate"
 	"github.com/quantumlearningmachines/handoff/delegator"
 	"github.com/quantumlearningmachines/handoff/store"
 )
@@ -266,7 +269,6 @@ type heldTasks struct {
 	state a2a.TaskState
 	then  func()
 	held  atomic.Bool
-	gets  atomic.Int64 // Get calls
 }
 
 type heldTask struct {
@@ -306,7 +308,6 @@ func (s *heldTasks) Save(_ context.Context, task *a2a.Task, _ a2a.Event, _ *a2a.
 }
 
 func (s *heldTasks) Get(_ context.Context, id a2a.TaskID) (*a2a.Task, a2a.TaskVersion, error) {
-	s.gets.Add(1)
 	s.mu.Lock()
 	t, ok := s.tasks[id]
 	s.mu.Unlock()
@@ -444,7 +445,7 @@ func TestCancelsOfTwoHopsAtOnce(t *testing.T) {
 	if !first.Canceled {
 		t.Fatal("the first hop is not noted canceled")
 	}
-	if n := a2ahandoff.RerunJoined(srv.x); n != 1 {
+	if n := a2ahandoff.RerunUnseen(srv.x); n != 1 {
 		t.Fatalf("%d requests were run again after a2a-go joined them onto another; want the first hop's cancel, once", n)
 	}
 	srv.x.Wait()
@@ -472,20 +473,284 @@ func (c *cancelSeen) Before(ctx context.Context, cc *a2asrv.CallContext, _ *a2as
 	return ctx, nil
 }
 
-// A Cancel Task request that a2a-go refuses before the Executor runs (an
-// unknown task here), with no other cancel of the task in progress, is
-// answered once: only a request a2a-go may have joined onto another is
-// run again.
-func TestCancelOfUnknownTaskRunsOnce(t *testing.T) {
+// A Cancel Task request that a2a-go refuses before the Executor runs
+// because of what the task is (unknown, or ended with its hop completed)
+// is answered once: only a request for an open task with a handoff, which
+// a2a-go answered with another request's result, is run again.
+func TestCancelRefusedByA2AGoRunsOnce(t *testing.T) {
+	ctx := context.Background()
 	w := newWorld(t)
-	tasks := &heldTasks{tasks: map[a2a.TaskID]heldTask{}}
-	srv := w.serve(t, plannerID, memStore(), handoff.FormJWS, nil, a2asrv.WithTaskStore(tasks))
+	srv := w.serve(t, plannerID, memStore(), handoff.FormJWS, nil)
 	ac := a2aClient(t, srv.url, "token-of-"+assistantID)
-	_, err := ac.CancelTask(context.Background(), &a2a.TaskIDParams{ID: "no-such-task"})
-	if !errors.Is(err, a2a.ErrTaskNotFound) {
+	if _, err := ac.CancelTask(ctx, &a2a.TaskIDParams{ID: "no-such-task"}); !errors.Is(err, a2a.ErrTaskNotFound) {
 		t.Fatalf("cancel of an unknown task: %v; want task not found", err)
 	}
-	if n := tasks.gets.Load(); n != 1 {
-		t.Fatalf("the task was looked up %d times; want once (the request run once)", n)
+	c := w.client(t, srv.url, assistantID, w.delegator(t, assistantID, store.NewMemory(time.Now()), handoff.FormJWS), handoff.JSON)
+	r, err := c.Offer(ctx, delegator.Offer{Aud: plannerID, Work: "w"}, say("complete"), nil)
+	if err != nil || r.State() != a2a.TaskStateCompleted {
+		t.Fatalf("offer: %v; want the task completed", err)
 	}
+	if _, err := c.Cancel(ctx, r.Hop); !errors.Is(err, a2a.ErrTaskNotCancelable) {
+		t.Fatalf("cancel of a completed task: %v; want not cancelable", err)
+	}
+	if n := a2ahandoff.RerunUnseen(srv.x); n != 0 {
+		t.Fatalf("the requests were run %d more times; want once each", n)
+	}
+}
+
+// a2a-go registers a follow-up message's execution before it adds the
+// message to the task's history, and hands a cancel arriving in between
+// to that execution: the Executor reads a history without the new offer.
+// One owner decides that the task ends (decision 103). When the cancel of
+// the task's last open hop decides first, the task ends CANCELED and the
+// new offer is refused before it is claimed: no record, no work. The
+// task store holds the follow-up's history update until the cancel has
+// reached the Executor, so this order is taken every time.
+func TestCancelBeforeAFollowUpIsTaken(t *testing.T) {
+	ctx := context.Background()
+	w := newWorld(t)
+	reached := make(chan string, 8)
+	tasks := &heldTasks{tasks: map[a2a.TaskID]heldTask{}}
+	srv := w.serve(t, plannerID, memStore(), handoff.FormJWS, func(c *a2ahandoff.ServerConfig) {
+		c.NoEffectUnlessCompleted = true
+		c.OnCancel = func(_ context.Context, _, hop string, _ handoff.Digest) { reached <- hop }
+	}, a2asrv.WithTaskStore(tasks))
+	dl := w.delegator(t, assistantID, store.NewMemory(time.Now()), handoff.FormJWS)
+	c := w.client(t, srv.url, assistantID, dl, handoff.JSON)
+	r1, err := c.Offer(ctx, delegator.Offer{Aud: plannerID, Work: "first"}, say("more"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runs := srv.agent.runs.Load()
+	h, issued, err := dl.Offer(ctx, delegator.Offer{Aud: plannerID, Work: "second", Dialog: r1.Task.ContextID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	type result struct {
+		state a2a.TaskState
+		err   error
+	}
+	done := make(chan result, 1)
+	missed := make(chan string, 1)
+	tasks.hold(r1.Task.ID, a2a.TaskStateInputRequired, func() {
+		go func() {
+			cr, err := c.Cancel(ctx, r1.Hop)
+			if err != nil {
+				done <- result{err: err}
+				return
+			}
+			done <- result{state: cr.State()}
+		}()
+		for {
+			select {
+			case hop := <-reached:
+				if hop != r1.Hop {
+					continue
+				}
+			case <-time.After(10 * time.Second):
+				missed <- "the first hop's cancel did not reach the Executor while the follow-up was being taken"
+			}
+			return
+		}
+	})
+	m := say("block")
+	m.ContextID, m.TaskID = r1.Task.ContextID, r1.Task.ID
+	_, serr := c.Send(ctx, issued.Hop, h, m, &a2a.MessageSendConfig{Blocking: new(false)})
+	var r result
+	select {
+	case r = <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the first hop's cancel did not return")
+	}
+	select {
+	case m := <-missed:
+		t.Fatalf("the race was not taken as planned: %s", m)
+	default:
+	}
+	if !tasks.held.Load() {
+		t.Fatal("the race was not taken: the follow-up's history update was never held")
+	}
+	if r.err != nil || r.state != a2a.TaskStateCanceled {
+		t.Fatalf("cancel of the task's last open hop while a follow-up was being taken: %s, %v; want the task canceled", r.state, r.err)
+	}
+	dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := srv.x.Drain(dctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := srv.st.Get(ctx, assistantID, issued.Hop); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("the follow-up's offer, sent into a task being canceled: record %v; want none (not taken; the send said %v)", err, serr)
+	}
+	if n := srv.agent.runs.Load(); n != runs {
+		t.Fatalf("the agent ran %d more times; want no run for an offer into a task being canceled", n-runs)
+	}
+}
+
+// The other order: the follow-up's offer is being claimed when the cancel
+// of the task's other hop arrives. The cancel is recorded and that hop's
+// work stopped, but the task is not canceled under the new hop (decision
+// 53). The claim is held until the cancel has been answered.
+func TestCancelWhileAFollowUpIsClaimed(t *testing.T) {
+	ctx := context.Background()
+	w := newWorld(t)
+	st := &heldClaims{Store: memStore(), claimed: make(chan struct{}), release: make(chan struct{})}
+	srv := w.serve(t, plannerID, st, handoff.FormJWS, func(c *a2ahandoff.ServerConfig) { c.NoEffectUnlessCompleted = true })
+	dl := w.delegator(t, assistantID, store.NewMemory(time.Now()), handoff.FormJWS)
+	c := w.client(t, srv.url, assistantID, dl, handoff.JSON)
+	r1, err := c.Offer(ctx, delegator.Offer{Aud: plannerID, Work: "first"}, say("more"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, issued, err := dl.Offer(ctx, delegator.Offer{Aud: plannerID, Work: "second", Dialog: r1.Task.ContextID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.hold(issued.Hop)
+	m := say("block")
+	m.ContextID, m.TaskID = r1.Task.ContextID, r1.Task.ID
+	sent := make(chan error, 1)
+	go func() {
+		_, err := c.Send(ctx, issued.Hop, h, m, &a2a.MessageSendConfig{Blocking: new(false)})
+		sent <- err
+	}()
+	select {
+	case <-st.claimed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the follow-up's offer was not claimed")
+	}
+	_, cerr := c.Cancel(ctx, r1.Hop)
+	close(st.release)
+	if !errors.Is(cerr, a2a.ErrTaskNotCancelable) {
+		t.Fatalf("cancel of the first hop while the second was being claimed: %v; want the task not canceled", cerr)
+	}
+	if err := <-sent; err != nil {
+		t.Fatal(err)
+	}
+	first, err := srv.st.Get(ctx, assistantID, r1.Hop)
+	if err != nil || !first.Canceled {
+		t.Fatalf("the first hop's cancel: record %+v, %v; want it recorded", first, err)
+	}
+	select {
+	case <-srv.agent.started:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the second hop's work did not start")
+	}
+	cr, err := c.Cancel(ctx, issued.Hop)
+	if err != nil || cr.State() != a2a.TaskStateCanceled {
+		t.Fatalf("cancel of the second hop, the last open one: %v; want the task canceled", err)
+	}
+	srv.x.Wait()
+}
+
+// heldClaims is a hop store whose Claim of one hop waits for release
+// (after saying so on claimed).
+type heldClaims struct {
+	store.Store
+	mu      sync.Mutex
+	hop     string
+	claimed chan struct{}
+	release chan struct{}
+}
+
+func (s *heldClaims) hold(hop string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.hop = hop
+}
+
+func (s *heldClaims) Claim(ctx context.Context, r *store.Record) (*store.Record, bool, error) {
+	s.mu.Lock()
+	held := r.Hop == s.hop && s.hop != ""
+	if held {
+		s.hop = ""
+	}
+	s.mu.Unlock()
+	if held {
+		close(s.claimed)
+		select {
+		case <-s.release:
+		case <-time.After(10 * time.Second):
+		}
+	}
+	return s.Store.Claim(ctx, r)
+}
+
+// A task without a handoff (AllowPlain) is canceled by the agent's own
+// Cancel, and a2a-go's join of two overlapping cancels is right for it:
+// the agent's Cancel runs once, and the joined request is not run again
+// (only a task with a handoff has verdicts of its own per request).
+func TestCancelsOfAPlainTaskJoinOnce(t *testing.T) {
+	w := newWorld(t)
+	in := &cancelSeen{seen: make(chan struct{}, 1)}
+	agent := &refusingAgent{testAgent: newAgent(), entered: make(chan struct{}, 2), release: make(chan struct{})}
+	x, err := a2ahandoff.NewExecutor(context.Background(), agent, a2ahandoff.ServerConfig{
+		Delegate: delegate.Config{Options: handoff.Options{Me: plannerID, Keys: w.keys}, Store: memStore(), Signer: w.signers[plannerID], StatusForm: handoff.FormJWS},
+		Sender:   a2ahandoff.UserName, AllowPlain: true,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := a2ahandoff.NewHandler(x, a2asrv.WithCallInterceptor(bearerAuth{tokens: w.tokens}), a2asrv.WithCallInterceptor(in))
+	srv := httptest.NewServer(a2ahandoff.StrictHandler(a2asrv.NewJSONRPCHandler(h)))
+	defer srv.Close()
+	ac := a2aClient(t, srv.URL, "token-of-"+assistantID)
+	res, err := ac.SendMessage(context.Background(), &a2a.MessageSendParams{Message: say("more")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	task, ok := res.(*a2a.Task)
+	if !ok {
+		t.Fatalf("the plain message's reply %T, want a task", res)
+	}
+	errs := make(chan error, 2)
+	cancel := func() {
+		_, err := ac.CancelTask(context.Background(), &a2a.TaskIDParams{ID: task.ID})
+		errs <- err
+	}
+	go cancel()
+	select {
+	case <-agent.entered:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the first cancel did not reach the agent")
+	}
+	in.arm()
+	go cancel()
+	select {
+	case <-in.seen:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the second cancel did not arrive")
+	}
+	time.Sleep(200 * time.Millisecond) // as in TestCancelsOfTwoHopsAtOnce
+	close(agent.release)
+	for range 2 {
+		select {
+		case err := <-errs:
+			if !errors.Is(err, a2a.ErrTaskNotCancelable) {
+				t.Fatalf("cancel of a plain task whose agent refuses: %v; want not cancelable", err)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatal("a cancel did not return")
+		}
+	}
+	if n := agent.cancels.Load(); n != 1 {
+		t.Fatalf("the agent's Cancel ran %d times for two joined requests; want once", n)
+	}
+	if n := a2ahandoff.RerunUnseen(x); n != 0 {
+		t.Fatalf("%d requests were run again; want none for a task without a handoff", n)
+	}
+}
+
+// refusingAgent refuses every cancel, once release is closed.
+type refusingAgent struct {
+	*testAgent
+	cancels atomic.Int64
+	entered chan struct{}
+	release chan struct{}
+}
+
+func (a *refusingAgent) Cancel(context.Context, *a2asrv.RequestContext, eventqueue.Queue) error {
+	a.cancels.Add(1)
+	a.entered <- struct{}{}
+	<-a.release
+	return a2a.ErrTaskNotCancelable
 }

@@ -63,6 +63,15 @@ func (x *Executor) Execute(ctx context.Context, rc *a2asrv.RequestContext, q eve
 		if why := x.joinRefusal(ctx, rc.StoredTask, rc.Message, iss); why != "" {
 			return x.refuse(ctx, rc, q, nil, why)
 		}
+		if pm.o != nil {
+			// Noted before the claim, so that a cancel ending the task
+			// sees it (taskgate.go).
+			leave, ok := x.enterTask(rc.TaskID, pm.o.Iss, pm.o.Hop)
+			if !ok {
+				return x.refuse(ctx, rc, q, nil, "the task is being canceled by its delegator: no offer is taken into it")
+			}
+			defer leave()
+		}
 	}
 	// The dialog is the task's contextId. When the message named none,
 	// the server made one up, and the offer cannot name it: rejected

@@ -1,5 +1,5 @@
 package a2ahandoff
 
-// RerunJoined is how many Cancel Task requests x's handler ran again
-// because a2a-go answered them with another request's result.
-func RerunJoined(x *Executor) int64 { return x.rerunJoined.Load() }
+// RerunUnseen is how many Cancel Task requests x's handler ran again
+// because a2a-go answered them without running the Executor.
+func RerunUnseen(x *Executor) int64 { return x.rerunUnseen.Load() }

@@ -171,15 +171,15 @@ func (r *recordHandler) OnSendMessage(ctx context.Context, p *a2a.MessageSendPar
 // has ended: at most cancelTries times in all, not after the request
 // itself ended, OnCancel started once. A cancel the Executor refused
 // itself (no valid "canceled", another hop still open) is answered as it
-// was; so is one a2a-go refused before the Executor ran (an unknown or
-// ended task) when no other cancel of the task was in progress.
+// was; so is one a2a-go refused before the Executor ran when that answer
+// stands (the task is unknown or ended) or the task carries no handoff
+// (the agent's own Cancel, which a2a-go's join is right for).
 func (r *recordHandler) OnCancelTask(ctx context.Context, p *a2a.TaskIDParams) (*a2a.Task, error) {
 	if p == nil {
 		return r.RequestHandler.OnCancelTask(ctx, p)
 	}
-	note := r.x.beginCancel(p.ID)
-	defer note.end()
-	try := new(cancelTry)
+	try := &cancelTry{req: true}
+	defer try.over()
 	ctx = context.WithValue(ctx, cancelTryKey{}, try)
 	for n := 1; ; n++ {
 		try.ran.Store(false)
@@ -189,11 +189,11 @@ func (r *recordHandler) OnCancelTask(ctx context.Context, p *a2a.TaskIDParams) (
 			return t, err
 		}
 		ran := try.ran.Load()
-		if ran && !try.wrote.Load() || !ran && !note.joinable() {
+		if ran && !try.wrote.Load() || !ran && !r.unseenHandoffCancel(ctx, p.ID) {
 			return t, err
 		}
 		if !ran {
-			r.x.rerunJoined.Add(1)
+			r.x.rerunUnseen.Add(1)
 		}
 		// A write to a closed queue fails at once, while a2a-go may not
 		// yet have let go of the execution that closed it: a pause
@@ -204,6 +204,21 @@ func (r *recordHandler) OnCancelTask(ctx context.Context, p *a2a.TaskIDParams) (
 		case <-time.After(time.Duration(n) * cancelPause):
 		}
 	}
+}
+
+// unseenHandoffCancel reports whether a Cancel Task request for task that
+// a2a-go answered without running the Executor is worth running again:
+// the task is still open and carries a handoff, so the answer was another
+// request's (a2a-go joins a cancel onto one in progress for the task,
+// even one whose client has gone) and this request's cancel was never
+// verified.
+func (r *recordHandler) unseenHandoffCancel(ctx context.Context, task a2a.TaskID) bool {
+	t, err := r.RequestHandler.OnGetTask(ctx, &a2a.TaskQueryParams{ID: task})
+	if err != nil || t == nil || t.Status.State.Terminal() {
+		return false
+	}
+	hs, err := r.x.hopsOfTask(ctx, t, false)
+	return err == nil && len(hs) > 0
 }
 
 func (r *recordHandler) OnSendMessageStream(ctx context.Context, p *a2a.MessageSendParams) iter.Seq2[a2a.Event, error] {

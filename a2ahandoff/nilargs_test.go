@@ -263,6 +263,7 @@ func TestNilAndZeroArguments(t *testing.T) {
 		{"Execute: nil context", a2ahandoff.ErrInvalid, func() error { return srv.x.Execute(nilCtx, rc, queue) }},
 		{"Execute: nil request context", a2ahandoff.ErrInvalid, func() error { return srv.x.Execute(ctx, nil, queue) }},
 		{"Execute: nil queue", a2ahandoff.ErrInvalid, func() error { return srv.x.Execute(ctx, rc, nil) }},
+		{"Cancel: nil context", a2ahandoff.ErrInvalid, func() error { return srv.x.Cancel(nilCtx, rc, queue) }},
 		{"Cancel: nil request context", a2ahandoff.ErrInvalid, func() error { return srv.x.Cancel(ctx, nil, queue) }},
 		{"Cancel: nil queue", a2ahandoff.ErrInvalid, func() error { return srv.x.Cancel(ctx, rc, nil) }},
 		{"NewHandler nil: message/send refused", a2a.ErrInternalError, func() error {

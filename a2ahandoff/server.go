@@ -91,6 +91,8 @@ const DefaultOnCancelTimeout = time.Minute
 //	cancel while another hop open  -> the hop canceled and stopped, the task not
 //	                                  CANCELED (the request fails as not
 //	                                  cancelable; the task waits INPUT_REQUIRED)
+//	offer into a task being ended  -> refused with a Message before the claim
+//	                                  (a cancel of its last open hop came first)
 //
 // The draft's table maps the hop's "accepted" to WORKING, and the host
 // keeps its own task state. When the agent's code ended the task but the
@@ -135,15 +137,13 @@ type Executor struct {
 	cfg   ServerConfig
 
 	mu      sync.Mutex
-	running map[[2]string]*stopper // (iss, hop) -> stop the agent's run
-	tasks   map[[2]string]hopTask  // (iss, hop) -> the A2A task carrying it
-	pruneAt int                    // prune tasks when it grows to this
-	// Cancel Task requests in progress in NewHandler's handler, by task:
-	// a2a-go may join one onto another (recordHandler.OnCancelTask).
-	canceling map[a2a.TaskID]*cancelsOf
-	// Cancel Task requests run again because a2a-go answered them with
-	// another's result (for tests).
-	rerunJoined atomic.Int64
+	running map[[2]string]*stopper   // (iss, hop) -> stop the agent's run
+	tasks   map[[2]string]hopTask    // (iss, hop) -> the A2A task carrying it
+	pruneAt int                      // prune tasks when it grows to this
+	gates   map[a2a.TaskID]*taskGate // taskgate.go
+	// Cancel Task requests run again because a2a-go answered them
+	// without running the Executor (recordHandler.OnCancelTask; for tests).
+	rerunUnseen atomic.Int64
 
 	// The detached OnCancel calls still running, for Wait. A counter and
 	// a Cond rather than a sync.WaitGroup: a cancel may start one while
@@ -192,7 +192,7 @@ func NewExecutor(ctx context.Context, agent a2asrv.AgentExecutor, cfg ServerConf
 		cfg.OnCancelTimeout = DefaultOnCancelTimeout
 	}
 	x := &Executor{agent: agent, cfg: cfg, running: map[[2]string]*stopper{}, tasks: map[[2]string]hopTask{},
-		canceling: map[a2a.TaskID]*cancelsOf{}}
+		gates: map[a2a.TaskID]*taskGate{}}
 	x.idle = sync.NewCond(&x.mu)
 	userStop := cfg.Delegate.Stop
 	cfg.Delegate.Stop = func(iss, hop string) {
