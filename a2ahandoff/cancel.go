@@ -3,7 +3,6 @@ package a2ahandoff
 import (
 	"context"
 	"fmt"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -71,14 +70,13 @@ func (x *Executor) Cancel(ctx context.Context, rc *a2asrv.RequestContext, q even
 		return fmt.Errorf("a2ahandoff: the cancel of hop %s is verified and recorded, and its work is stopped, but task %s also carries hop %s of %q, still open, so the task is not canceled: %w",
 			h.ID, rc.TaskID, open.ID, open.Iss, a2a.ErrTaskNotCancelable)
 	}
-	k, release := x.endTask(ctx, rc.TaskID, h)
-	if release == nil {
+	k, ending := x.endTask(ctx, rc, h)
+	if !ending {
 		// As above, for a hop being taken into the task (taskgate.go).
 		x.onCancel(ctx, h)
 		return fmt.Errorf("a2ahandoff: the cancel of hop %s is verified and recorded, and its work is stopped, but hop %s of %q is being taken into task %s, so the task is not canceled: %w",
 			h.ID, k[1], k[0], rc.TaskID, a2a.ErrTaskNotCancelable)
 	}
-	defer tryOf(ctx).hold(release)()
 	var last *handoff.Element
 	if rec.Status != nil && x.authenticated(ctx, h.Iss) {
 		last = &handoff.Element{Form: rec.StatusForm, Octets: rec.Status}
@@ -87,6 +85,9 @@ func (x *Executor) Cancel(ctx context.Context, rc *a2asrv.RequestContext, q even
 	ev.Final = true
 	tryOf(ctx).wrote.Store(true)
 	werr := q.Write(ctx, ev)
+	if werr != nil {
+		x.releaseEnding(rc) // no CANCELED to wait for, and a2a-go may call no Cleanup
+	}
 	// The cancel is recorded (x.d.Cancel) whether or not CANCELED could be
 	// written, so the cancel goes down the chain either way; it does so
 	// after the write, detached, so that the upstream request does not
@@ -157,35 +158,6 @@ const (
 // started, so that a request run again starts it once.
 type cancelTry struct {
 	ran, wrote, sent atomic.Bool
-
-	req      bool // made by recordHandler.OnCancelTask for its request
-	mu       sync.Mutex
-	releases []func() // run when the request is over
-}
-
-// hold keeps a task gate's "ending" mark (taskgate.go) until the request
-// is over, and returns the function to run when Executor.Cancel returns:
-// a no-op, or, when there is no request to wait for (an Executor served
-// without NewHandler), the release itself.
-func (t *cancelTry) hold(release func()) func() {
-	if !t.req {
-		return release
-	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.releases = append(t.releases, release)
-	return func() {}
-}
-
-// over runs what hold kept.
-func (t *cancelTry) over() {
-	t.mu.Lock()
-	rs := t.releases
-	t.releases = nil
-	t.mu.Unlock()
-	for _, r := range rs {
-		r()
-	}
 }
 
 type cancelTryKey struct{}

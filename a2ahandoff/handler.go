@@ -178,8 +178,7 @@ func (r *recordHandler) OnCancelTask(ctx context.Context, p *a2a.TaskIDParams) (
 	if p == nil {
 		return r.RequestHandler.OnCancelTask(ctx, p)
 	}
-	try := &cancelTry{req: true}
-	defer try.over()
+	try := new(cancelTry)
 	ctx = context.WithValue(ctx, cancelTryKey{}, try)
 	for n := 1; ; n++ {
 		try.ran.Store(false)

@@ -141,6 +141,9 @@ type Executor struct {
 	tasks   map[[2]string]hopTask    // (iss, hop) -> the A2A task carrying it
 	pruneAt int                      // prune tasks when it grows to this
 	gates   map[a2a.TaskID]*taskGate // taskgate.go
+	// A cancel's marks on tasks (taskgate.go), by its request context,
+	// until a2a-go's Cleanup.
+	endings map[*a2asrv.RequestContext][]a2a.TaskID
 	// Cancel Task requests run again because a2a-go answered them
 	// without running the Executor (recordHandler.OnCancelTask; for tests).
 	rerunUnseen atomic.Int64
@@ -161,7 +164,10 @@ type hopTask struct {
 	keep time.Time
 }
 
-var _ a2asrv.AgentExecutor = (*Executor)(nil)
+var (
+	_ a2asrv.AgentExecutor         = (*Executor)(nil)
+	_ a2asrv.AgentExecutionCleaner = (*Executor)(nil)
+)
 
 // Stopped reports whether the run that ctx belongs to (the ctx an
 // agent's Execute is given) was stopped by a verified cancel or an
@@ -192,7 +198,7 @@ func NewExecutor(ctx context.Context, agent a2asrv.AgentExecutor, cfg ServerConf
 		cfg.OnCancelTimeout = DefaultOnCancelTimeout
 	}
 	x := &Executor{agent: agent, cfg: cfg, running: map[[2]string]*stopper{}, tasks: map[[2]string]hopTask{},
-		gates: map[a2a.TaskID]*taskGate{}}
+		gates: map[a2a.TaskID]*taskGate{}, endings: map[*a2asrv.RequestContext][]a2a.TaskID{}}
 	x.idle = sync.NewCond(&x.mu)
 	userStop := cfg.Delegate.Stop
 	cfg.Delegate.Stop = func(iss, hop string) {
