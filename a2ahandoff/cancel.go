@@ -70,6 +70,15 @@ func (x *Executor) Cancel(ctx context.Context, rc *a2asrv.RequestContext, q even
 		return fmt.Errorf("a2ahandoff: the cancel of hop %s is verified and recorded, and its work is stopped, but task %s also carries hop %s of %q, still open, so the task is not canceled: %w",
 			h.ID, rc.TaskID, open.ID, open.Iss, a2a.ErrTaskNotCancelable)
 	}
+	// The event is made before the task is marked ending: between the
+	// mark and the write below no host code runs (Sender may panic, and
+	// a2a-go then calls no Cleanup to end the mark).
+	var last *handoff.Element
+	if rec.Status != nil && x.authenticated(ctx, h.Iss) {
+		last = &handoff.Element{Form: rec.StatusForm, Octets: rec.Status}
+	}
+	ev := a2a.NewStatusUpdateEvent(rc, a2a.TaskStateCanceled, statusMessage(rc, last, "canceled by the delegator; the hop's outcome is still reported when known"))
+	ev.Final = true
 	k, ending := x.endTask(ctx, rc, h)
 	if !ending {
 		// As above, for a hop being taken into the task (taskgate.go).
@@ -77,12 +86,6 @@ func (x *Executor) Cancel(ctx context.Context, rc *a2asrv.RequestContext, q even
 		return fmt.Errorf("a2ahandoff: the cancel of hop %s is verified and recorded, and its work is stopped, but hop %s of %q is being taken into task %s, so the task is not canceled: %w",
 			h.ID, k[1], k[0], rc.TaskID, a2a.ErrTaskNotCancelable)
 	}
-	var last *handoff.Element
-	if rec.Status != nil && x.authenticated(ctx, h.Iss) {
-		last = &handoff.Element{Form: rec.StatusForm, Octets: rec.Status}
-	}
-	ev := a2a.NewStatusUpdateEvent(rc, a2a.TaskStateCanceled, statusMessage(rc, last, "canceled by the delegator; the hop's outcome is still reported when known"))
-	ev.Final = true
 	tryOf(ctx).wrote.Store(true)
 	werr := q.Write(ctx, ev)
 	if werr != nil {

@@ -149,9 +149,18 @@ func TestCancelMarkEndsWhenTheClientGoesAway(t *testing.T) {
 		}
 		m3 := say("more")
 		m3.ContextID, m3.TaskID = r1.Task.ContextID, r1.Task.ID
-		r3, err := c.Send(ctx, is3.Hop, h3, m3, nil)
-		if err != nil {
-			t.Fatalf("later offer %d: %v", i, err)
+		// a2a-go lets go of the cancel just after Cleanup: until then it
+		// refuses a message into the task ("cancelation in progress")
+		// before the Executor runs, and the offer is sent again.
+		var r3 *a2ahandoff.Reply
+		for try := 0; ; try++ {
+			if r3, err = c.Send(ctx, is3.Hop, h3, m3, nil); err == nil {
+				break
+			}
+			if try == 50 {
+				t.Fatalf("later offer %d: %v", i, err)
+			}
+			time.Sleep(20 * time.Millisecond)
 		}
 		if r3.Task == nil || r3.State() != a2a.TaskStateInputRequired {
 			t.Fatalf("later offer %d into the open task: %T %q; want it taken (the task waiting again)", i, r3.Result, r3.State())
