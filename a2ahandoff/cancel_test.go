@@ -169,28 +169,15 @@ func TestCancelRacingTheEndOfAnExecution(t *testing.T) {
 	}, a2asrv.WithTaskStore(tasks))
 	dl := w.delegator(t, assistantID, store.NewMemory(time.Now()), handoff.FormJWS)
 	c := w.client(t, srv.url, assistantID, dl, handoff.JSON)
-	r1, err := c.Offer(ctx, delegator.Offer{Aud: plannerID, Work: "first"}, say("more"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	h, issued, err := dl.Offer(ctx, delegator.Offer{Aud: plannerID, Work: "second", Dialog: r1.Task.ContextID})
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := say("block")
-	m.ContextID, m.TaskID = r1.Task.ContextID, r1.Task.ID
-	if _, err := c.Send(ctx, issued.Hop, h, m, &a2a.MessageSendConfig{Blocking: new(false)}); err != nil {
+	r1, h, issued := offerTwo(ctx, t, c, dl)
+	if _, err := c.Send(ctx, issued.Hop, h, into(r1, "block"), &a2a.MessageSendConfig{Blocking: new(false)}); err != nil {
 		t.Fatal(err)
 	}
 	<-srv.agent.started
 
 	// The second execution's INPUT_REQUIRED is held in Save until the
 	// first hop's cancel has reached the Executor (its OnCancel ran).
-	type result struct {
-		state a2a.TaskState
-		err   error
-	}
-	done := make(chan result, 1)
+	done := make(chan cancelResult, 1)
 	secondDone := make(chan struct{})
 	missed := make(chan string, 2) // what the held Save waited for in vain
 	tasks.hold(r1.Task.ID, a2a.TaskStateInputRequired, func() {
@@ -202,27 +189,12 @@ func TestCancelRacingTheEndOfAnExecution(t *testing.T) {
 			missed <- "the second hop's cancel did not end"
 			return
 		}
-		go func() {
-			cr, err := c.Cancel(ctx, r1.Hop)
-			if err != nil {
-				done <- result{err: err}
-				return
-			}
-			done <- result{state: cr.State()}
-		}()
-		for {
-			select {
-			case hop := <-reached:
-				if hop != r1.Hop {
-					continue
-				}
-			case <-time.After(10 * time.Second):
-				missed <- "the first hop's cancel did not reach the Executor while the execution was resolving"
-			}
-			return
+		go func() { done <- cancelOf(ctx, c, r1.Hop) }()
+		if !reachedHop(reached, r1.Hop) {
+			missed <- "the first hop's cancel did not reach the Executor while the execution was resolving"
 		}
 	})
-	_, err = c.Cancel(ctx, issued.Hop)
+	_, err := c.Cancel(ctx, issued.Hop)
 	close(secondDone)
 	if !errors.Is(err, a2a.ErrTaskNotCancelable) {
 		t.Fatalf("cancel of the second hop while the first is open: %v; want the task not canceled", err)
@@ -232,7 +204,7 @@ func TestCancelRacingTheEndOfAnExecution(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the second hop's work did not stop")
 	}
-	var r result
+	var r cancelResult
 	select {
 	case r = <-done:
 	case <-time.After(30 * time.Second):
@@ -369,20 +341,11 @@ func TestCancelsOfTwoHopsAtOnce(t *testing.T) {
 	}, a2asrv.WithCallInterceptor(in))
 	dl := w.delegator(t, assistantID, store.NewMemory(time.Now()), handoff.FormJWS)
 	c := w.client(t, srv.url, assistantID, dl, handoff.JSON)
-	r1, err := c.Offer(ctx, delegator.Offer{Aud: plannerID, Work: "first"}, say("more"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	h, issued, err := dl.Offer(ctx, delegator.Offer{Aud: plannerID, Work: "second", Dialog: r1.Task.ContextID})
-	if err != nil {
-		t.Fatal(err)
-	}
+	r1, h, issued := offerTwo(ctx, t, c, dl)
 	mu.Lock()
 	second = issued.Hop
 	mu.Unlock()
-	m := say("block")
-	m.ContextID, m.TaskID = r1.Task.ContextID, r1.Task.ID
-	if _, err := c.Send(ctx, issued.Hop, h, m, &a2a.MessageSendConfig{Blocking: new(false)}); err != nil {
+	if _, err := c.Send(ctx, issued.Hop, h, into(r1, "block"), &a2a.MessageSendConfig{Blocking: new(false)}); err != nil {
 		t.Fatal(err)
 	}
 	<-srv.agent.started
@@ -397,20 +360,9 @@ func TestCancelsOfTwoHopsAtOnce(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the second hop's cancel did not reach the Executor")
 	}
-	type result struct {
-		state a2a.TaskState
-		err   error
-	}
-	firstDone := make(chan result, 1)
+	firstDone := make(chan cancelResult, 1)
 	in.arm()
-	go func() {
-		cr, err := c.Cancel(ctx, r1.Hop)
-		if err != nil {
-			firstDone <- result{err: err}
-			return
-		}
-		firstDone <- result{state: cr.State()}
-	}()
+	go func() { firstDone <- cancelOf(ctx, c, r1.Hop) }()
 	select {
 	case <-in.seen:
 	case <-time.After(10 * time.Second):
@@ -429,7 +381,7 @@ func TestCancelsOfTwoHopsAtOnce(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("the second hop's cancel did not return")
 	}
-	var r result
+	var r cancelResult
 	select {
 	case r = <-firstDone:
 	case <-time.After(30 * time.Second):
@@ -526,37 +478,16 @@ func TestCancelBeforeAFollowUpIsTaken(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	type result struct {
-		state a2a.TaskState
-		err   error
-	}
-	done := make(chan result, 1)
+	done := make(chan cancelResult, 1)
 	missed := make(chan string, 1)
 	tasks.hold(r1.Task.ID, a2a.TaskStateInputRequired, func() {
-		go func() {
-			cr, err := c.Cancel(ctx, r1.Hop)
-			if err != nil {
-				done <- result{err: err}
-				return
-			}
-			done <- result{state: cr.State()}
-		}()
-		for {
-			select {
-			case hop := <-reached:
-				if hop != r1.Hop {
-					continue
-				}
-			case <-time.After(10 * time.Second):
-				missed <- "the first hop's cancel did not reach the Executor while the follow-up was being taken"
-			}
-			return
+		go func() { done <- cancelOf(ctx, c, r1.Hop) }()
+		if !reachedHop(reached, r1.Hop) {
+			missed <- "the first hop's cancel did not reach the Executor while the follow-up was being taken"
 		}
 	})
-	m := say("block")
-	m.ContextID, m.TaskID = r1.Task.ContextID, r1.Task.ID
-	_, serr := c.Send(ctx, issued.Hop, h, m, &a2a.MessageSendConfig{Blocking: new(false)})
-	var r result
+	_, serr := c.Send(ctx, issued.Hop, h, into(r1, "block"), &a2a.MessageSendConfig{Blocking: new(false)})
+	var r cancelResult
 	select {
 	case r = <-done:
 	case <-time.After(30 * time.Second):
@@ -597,20 +528,11 @@ func TestCancelWhileAFollowUpIsClaimed(t *testing.T) {
 	srv := w.serve(t, plannerID, st, handoff.FormJWS, func(c *a2ahandoff.ServerConfig) { c.NoEffectUnlessCompleted = true })
 	dl := w.delegator(t, assistantID, store.NewMemory(time.Now()), handoff.FormJWS)
 	c := w.client(t, srv.url, assistantID, dl, handoff.JSON)
-	r1, err := c.Offer(ctx, delegator.Offer{Aud: plannerID, Work: "first"}, say("more"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	h, issued, err := dl.Offer(ctx, delegator.Offer{Aud: plannerID, Work: "second", Dialog: r1.Task.ContextID})
-	if err != nil {
-		t.Fatal(err)
-	}
+	r1, h, issued := offerTwo(ctx, t, c, dl)
 	st.hold(issued.Hop)
-	m := say("block")
-	m.ContextID, m.TaskID = r1.Task.ContextID, r1.Task.ID
 	sent := make(chan error, 1)
 	go func() {
-		_, err := c.Send(ctx, issued.Hop, h, m, &a2a.MessageSendConfig{Blocking: new(false)})
+		_, err := c.Send(ctx, issued.Hop, h, into(r1, "block"), &a2a.MessageSendConfig{Blocking: new(false)})
 		sent <- err
 	}()
 	select {
@@ -753,4 +675,59 @@ func (a *refusingAgent) Cancel(context.Context, *a2asrv.RequestContext, eventque
 	a.entered <- struct{}{}
 	<-a.release
 	return a2a.ErrTaskNotCancelable
+}
+
+// offerTwo has the assistant offer the planner a first hop whose task
+// waits for more input, and sign (not send) a second offer for the same
+// dialog: the first reply, and the second offer's Handoff and record.
+func offerTwo(ctx context.Context, t *testing.T, c *a2ahandoff.Client, dl *delegator.Delegator) (*a2ahandoff.Reply, *handoff.Handoff, *store.Issued) {
+	t.Helper()
+	r1, err := c.Offer(ctx, delegator.Offer{Aud: plannerID, Work: "first"}, say("more"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, issued, err := dl.Offer(ctx, delegator.Offer{Aud: plannerID, Work: "second", Dialog: r1.Task.ContextID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r1, h, issued
+}
+
+// into is a user message saying text, sent into the task of r.
+func into(r *a2ahandoff.Reply, text string) *a2a.Message {
+	m := say(text)
+	m.ContextID, m.TaskID = r.Task.ContextID, r.Task.ID
+	return m
+}
+
+// cancelResult is what a Cancel Task request ended with: the task's state,
+// or an error.
+type cancelResult struct {
+	state a2a.TaskState
+	err   error
+}
+
+// cancelOf has c send the delegator's cancel of hop.
+func cancelOf(ctx context.Context, c *a2ahandoff.Client, hop string) cancelResult {
+	cr, err := c.Cancel(ctx, hop)
+	if err != nil {
+		return cancelResult{err: err}
+	}
+	return cancelResult{state: cr.State()}
+}
+
+// reachedHop waits until hop comes on reached, skipping other hops; false
+// when it has not after 10 seconds.
+func reachedHop(reached <-chan string, hop string) bool {
+	timeout := time.After(10 * time.Second)
+	for {
+		select {
+		case h := <-reached:
+			if h == hop {
+				return true
+			}
+		case <-timeout:
+			return false
+		}
+	}
 }

@@ -42,14 +42,7 @@ func TestCancelBeforeAFollowUpWithoutNewHandler(t *testing.T) {
 	defer srv.Close()
 	dl := w.delegator(t, assistantID, store.NewMemory(time.Now()), handoff.FormJWS)
 	c := w.client(t, srv.URL, assistantID, dl, handoff.JSON)
-	r1, err := c.Offer(ctx, delegator.Offer{Aud: plannerID, Work: "first"}, say("more"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	h, issued, err := dl.Offer(ctx, delegator.Offer{Aud: plannerID, Work: "second", Dialog: r1.Task.ContextID})
-	if err != nil {
-		t.Fatal(err)
-	}
+	r1, h, issued := offerTwo(ctx, t, c, dl)
 	done := make(chan error, 1)
 	tasks.hold(r1.Task.ID, a2a.TaskStateInputRequired, func() {
 		go func() { _, err := c.Cancel(ctx, r1.Hop); done <- err }()
@@ -58,9 +51,7 @@ func TestCancelBeforeAFollowUpWithoutNewHandler(t *testing.T) {
 		case <-time.After(10 * time.Second):
 		}
 	})
-	m := say("block")
-	m.ContextID, m.TaskID = r1.Task.ContextID, r1.Task.ID
-	if _, err := c.Send(ctx, issued.Hop, h, m, &a2a.MessageSendConfig{Blocking: new(false)}); err != nil {
+	if _, err := c.Send(ctx, issued.Hop, h, into(r1, "block"), &a2a.MessageSendConfig{Blocking: new(false)}); err != nil {
 		t.Fatal(err)
 	}
 	if err := <-done; err != nil {
@@ -96,17 +87,8 @@ func TestCancelMarkEndsWhenTheClientGoesAway(t *testing.T) {
 	srv := w.serve(t, plannerID, st, handoff.FormJWS, func(c *a2ahandoff.ServerConfig) { c.NoEffectUnlessCompleted = true }, a2asrv.WithTaskStore(tasks))
 	dl := w.delegator(t, assistantID, store.NewMemory(time.Now()), handoff.FormJWS)
 	c := w.client(t, srv.url, assistantID, dl, handoff.JSON)
-	r1, err := c.Offer(ctx, delegator.Offer{Aud: plannerID, Work: "first"}, say("more"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	h, issued, err := dl.Offer(ctx, delegator.Offer{Aud: plannerID, Work: "second", Dialog: r1.Task.ContextID})
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := say("block")
-	m.ContextID, m.TaskID = r1.Task.ContextID, r1.Task.ID
-	if _, err := c.Send(ctx, issued.Hop, h, m, &a2a.MessageSendConfig{Blocking: new(false)}); err != nil {
+	r1, h, issued := offerTwo(ctx, t, c, dl)
+	if _, err := c.Send(ctx, issued.Hop, h, into(r1, "block"), &a2a.MessageSendConfig{Blocking: new(false)}); err != nil {
 		t.Fatal(err)
 	}
 	<-srv.agent.started
@@ -147,8 +129,7 @@ func TestCancelMarkEndsWhenTheClientGoesAway(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		m3 := say("more")
-		m3.ContextID, m3.TaskID = r1.Task.ContextID, r1.Task.ID
+		m3 := into(r1, "more")
 		// a2a-go lets go of the cancel just after Cleanup: until then it
 		// refuses a message into the task ("cancelation in progress")
 		// before the Executor runs, and the offer is sent again.
