@@ -14,9 +14,11 @@ import (
 // Answer is what became of a received Handoff and what to send back.
 type Answer struct {
 	// Outcome, Reason and Err are the answer's final word: the receiver's
-	// verdict, or the delegate's own refusal of an offer that passed the
-	// checks but that the delegator had canceled before its work could
-	// begin (rejected, policy). Result, the receiver's verdict, is never
+	// verdict, or the delegate's own refusal (rejected, policy) of an
+	// offer that passed the checks but that the delegator had canceled
+	// before its work could begin, or of a new hop from a sender not
+	// authenticated as its iss (Config.SenderMustBeIss: Err wraps
+	// ErrSenderNotIss). Result, the receiver's verdict, is never
 	// rewritten.
 	Outcome handoff.Outcome
 	Reason  handoff.Reason // "" unless rejected or equivocated
@@ -25,7 +27,8 @@ type Answer struct {
 	// Status is the signed status to send to the delegator, or nil to send
 	// nothing: an equivocating offer, a retransmission whose sender the
 	// host protocol did not authenticate as offer.iss, a hop not yet
-	// decided, or a rejection that cannot be addressed (step 1). For a
+	// decided, a rejection that cannot be addressed (step 1), or the
+	// refusal of a sender (Config.SenderMustBeIss). For a
 	// same-content copy of the recorded offer (Result.Copy, SPEC D5) it is
 	// the hop's current status signed for the copy's own digest.
 	Status *handoff.Element
@@ -113,11 +116,42 @@ func (d *Delegate) receiveParsed(ctx context.Context, h *handoff.Handoff, parseE
 			a.Status = st
 			return a, nil
 		}
+		if d.cfg.SenderMustBeIss && !authenticated {
+			return d.refuseSender(ctx, a, o, res.Handoff.Offer)
+		}
 		return d.claim(ctx, a, o, res.Handoff.Offer, dg, store.Rejected, st, authenticated, false)
 	case handoff.Accepted:
+		if d.cfg.SenderMustBeIss && !authenticated {
+			return d.refuseSender(ctx, a, o, res.Handoff.Offer)
+		}
 		return d.take(ctx, a, o, res.Handoff.Offer, dg, authenticated)
 	}
 	return nil, fmt.Errorf("delegate: unexpected outcome %q", res.Outcome)
+}
+
+// ErrSenderNotIss is the cause (Answer.Err, a *handoff.CheckError with
+// reason policy) of refusing an offer for a new hop whose sender the host
+// protocol did not authenticate as the offer's iss (Config.SenderMustBeIss).
+var ErrSenderNotIss = errors.New("delegate: a new hop is taken only from a sender authenticated as the offer's iss")
+
+// refuseSender answers an offer whose sender may not deliver a new hop
+// (Config.SenderMustBeIss). A hop already recorded is answered as a
+// retransmission or an equivocation, as from any sender (one read, on
+// this path only: a hop that step 4 read and found never comes here).
+// Otherwise the offer is refused, neither recorded nor signed: a
+// signed "rejected" of a hop the delegate has not recorded would tell the
+// delegator that the hop is dead while its own delivery would be taken.
+func (d *Delegate) refuseSender(ctx context.Context, a *Answer, o *handoff.Offer, offer handoff.Element) (*Answer, error) {
+	r, err := d.cfg.Store.Get(ctx, o.Iss, o.Hop)
+	switch {
+	case err == nil:
+		return d.seen(ctx, a, r, offer, false)
+	case !errors.Is(err, store.ErrNotFound):
+		return nil, err
+	}
+	a.Outcome, a.Reason = handoff.Rejected, handoff.ReasonPolicy
+	a.Err = &handoff.CheckError{Reason: handoff.ReasonPolicy, Hop: o.Hop, Index: handoff.OfferIndex, Err: ErrSenderNotIss}
+	return a, nil
 }
 
 // take records an offer that passed every check: "accepted" with its

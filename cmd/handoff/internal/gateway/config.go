@@ -153,6 +153,9 @@ type Policy struct {
 	Origins []string
 	// AdmitCallback: handoff.Options.AdmitCallback.
 	AdmitCallback bool
+	// SenderMustBeIss: delegate.Config.SenderMustBeIss, a new hop only
+	// from a caller inbound authenticated as the offer's iss.
+	SenderMustBeIss bool
 }
 
 // Route is one upstream behind the gateway.
@@ -470,6 +473,10 @@ func build(m map[string]any, lines lineMap, dir string) (*Config, error) {
 		}
 		c.Policy.RequireFullChain, _ = pol["require_full_chain"].(bool)
 		c.Policy.AdmitCallback, _ = pol["admit_callback"].(bool)
+		c.Policy.SenderMustBeIss, _ = pol["sender_must_be_iss"].(bool)
+		if in := c.Inbound; c.Policy.SenderMustBeIss && in.BearerTokensFile == "" && in.ClientCertsFile == "" && in.JWT == (InboundJWT{}) {
+			fail("policy.sender_must_be_iss", "needs inbound (bearer_tokens_file, client_certs_file or jwt): with no way to authenticate a caller, every offer would be refused")
+		}
 		if os, ok := pol["origins"].([]any); ok {
 			for _, o := range os {
 				if v, ok := o.(string); ok {

@@ -171,6 +171,8 @@ func TestParseProblems(t *testing.T) {
 			[]string{"inbound.jwt.jwks_url (line 9): plain http is taken only from a loopback address"}},
 		{"jwt without an issuer", "inbound:\n", "inbound:\n  jwt: {jwks_file: k.json, agents_file: a.json}\n",
 			[]string{"inbound.jwt.issuer (line 9): missing (required)"}},
+		{"sender_must_be_iss without inbound", "inbound:\n  bearer_tokens_file: tokens.json\npolicy:\n", "policy:\n  sender_must_be_iss: true\n",
+			[]string{"policy.sender_must_be_iss (line 9): needs inbound"}},
 		{"tracing to a non-URL", "store: sqlite:state/hops.db", "store: sqlite:state/hops.db\ntracing: {otlp_endpoint: '127.0.0.1:4318'}",
 			[]string{"tracing.otlp_endpoint (line 8): "}},
 		{"tracing with a key in the URL", "store: sqlite:state/hops.db", "store: sqlite:state/hops.db\ntracing: {otlp_endpoint: 'https://otel.example/v1/traces?api_key=x'}",
@@ -347,7 +349,7 @@ func TestOpen(t *testing.T) {
 func TestSchemaDescribesEveryKey(t *testing.T) {
 	for _, key := range []string{`"listen"`, `"admin"`, `"identity"`, `"key_file"`, `"key_env"`, `"trust_file"`, `"store"`,
 		`"inbound"`, `"bearer_tokens_file"`, `"policy"`, `"skew"`, `"max_lifetime"`, `"max_chain"`, `"require_full_chain"`,
-		`"recover_on_start"`, `"client_certs_file"`, `"tls"`, `"cert_file"`, `"client_ca_file"`, `"routes"`, `"name"`, `"protocol"`, `"path"`, `"upstream"`, `"without_handoff"`,
+		`"sender_must_be_iss"`, `"recover_on_start"`, `"client_certs_file"`, `"tls"`, `"cert_file"`, `"client_ca_file"`, `"routes"`, `"name"`, `"protocol"`, `"path"`, `"upstream"`, `"without_handoff"`,
 		`"jwt"`, `"jwks_file"`, `"jwks_url"`, `"issuer"`, `"audience"`, `"claim"`, `"agents_file"`,
 		`"tracing"`, `"otlp_endpoint"`, `"service_name"`, `"sample_ratio"`} {
 		if !regexp.MustCompile(regexp.QuoteMeta(key) + `: \{\s*"description"`).Match(Schema) {

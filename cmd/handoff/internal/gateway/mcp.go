@@ -135,7 +135,7 @@ func (s *Server) newMCPRoute(ctx context.Context, c *Config, res *Resources, rc 
 	var err error
 	o := c.Policy.Options(c.Identity.ID, liveKeys{s})
 	o.ChainCache, o.TrustGeneration = s.chains, liveKeys{s}.Generation
-	m.d, err = delegate.New(ctx, delegate.Config{Options: o, Store: s.store,
+	m.d, err = delegate.New(ctx, delegate.Config{Options: o, Store: s.store, SenderMustBeIss: c.Policy.SenderMustBeIss,
 		Signer: res.Signer, OnAnswer: s.answered(rc.Name, c.Identity.ID), Stop: s.stopElsewhere})
 	if err != nil {
 		return nil, err

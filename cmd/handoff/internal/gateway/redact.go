@@ -99,6 +99,7 @@ func (c *Config) Redacted() ([]byte, error) {
 			RequireFullChain bool     `json:"require_full_chain"`
 			Origins          []string `json:"origins,omitempty"`
 			AdmitCallback    bool     `json:"admit_callback"`
+			SenderMustBeIss  bool     `json:"sender_must_be_iss"`
 		} `json:"policy"`
 		Routes  []route `json:"routes"`
 		Tracing *struct {
@@ -140,7 +141,7 @@ func (c *Config) Redacted() ([]byte, error) {
 	o := c.Policy
 	out.Policy.Skew, out.Policy.MaxLifetime = o.EffectiveSkew().String(), o.EffectiveMaxLifetime().String()
 	out.Policy.MaxChain, out.Policy.RequireFullChain, out.Policy.Origins = o.EffectiveMaxChain(), o.RequireFullChain, o.Origins
-	out.Policy.AdmitCallback = o.AdmitCallback
+	out.Policy.AdmitCallback, out.Policy.SenderMustBeIss = o.AdmitCallback, o.SenderMustBeIss
 	if t := c.Tracing; t.Endpoint != nil {
 		out.Tracing = &struct {
 			Endpoint    string  `json:"otlp_endpoint"`

@@ -95,6 +95,7 @@ func restartKeys(old, c *Config) []string {
 		{"policy.require_full_chain", op.RequireFullChain != np.RequireFullChain},
 		{"policy.origins", !slices.Equal(op.Origins, np.Origins)},
 		{"policy.admit_callback", op.AdmitCallback != np.AdmitCallback},
+		{"policy.sender_must_be_iss", op.SenderMustBeIss != np.SenderMustBeIss},
 	} {
 		if k.changed {
 			ks = append(ks, k.name)

@@ -272,6 +272,7 @@ func (s *Server) newRoute(ctx context.Context, c *Config, res *Resources, rc Rou
 	o.ChainCache, o.TrustGeneration = s.chains, liveKeys{s}.Generation
 	x, err := a2ahandoff.NewExecutor(ctx, up, a2ahandoff.ServerConfig{
 		Delegate: delegate.Config{Options: o, Store: s.store, Signer: res.Signer, OnAnswer: s.answered(rc.Name, c.Identity.ID),
+			SenderMustBeIss: c.Policy.SenderMustBeIss,
 			// One identity, one store: a cancel or an equivocation taken
 			// on this route stops the hop's work on every route.
 			Stop: s.stopElsewhere},
