@@ -22,7 +22,11 @@ type ReplayMemory interface {
 	// stores that keep its octets (such a store may derive Seen.Content
 	// from the octets it holds, see SignedContent), and seen its digests,
 	// which the receiver has computed already (hashing the octets again
-	// would cost about 1% of a verification).
+	// would cost about 1% of a verification). A memory that refuses to
+	// remember the offer (its own local policy: the delegate's
+	// SenderMustBeIss, say) returns a *CheckError: the offer is then
+	// rejected at step 4 with that error's reason, member and cause, and
+	// steps 5-7 do not run. Any other error ends the receive with it.
 	Remember(ctx context.Context, iss, hop string, offer Element, seen Seen, keepUntil time.Time) (Seen, bool, error)
 }
 

@@ -400,6 +400,11 @@ func (r *Receiver) receive(ctx context.Context, h *Handoff, parseErr error, dial
 	}
 	keep := time.Unix(o.Exp, 0).Add(r.o.Skew)
 	first, stored, err := r.o.Memory.Remember(ctx, o.Iss, o.Hop, h.Offer, seen, keep)
+	if ce, ok := err.(*CheckError); ok {
+		// The memory's refusal (ReplayMemory.Remember): a rejection here,
+		// not a failure of the receive.
+		return reject(ce.Reason, 4, OfferIndex, ce.Member, ce.Err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("handoff: replay memory: %w", err)
 	}

@@ -677,3 +677,45 @@ func TestSkewOptions(t *testing.T) {
 		t.Error("NoSkew: a status issued 1 s ahead verified")
 	}
 }
+
+// refusingMemory refuses every new pair at step 4 with its own policy, as
+// the delegate's memory does for a sender that may not bring a new hop.
+type refusingMemory struct {
+	ReplayMemory
+	why error
+}
+
+func (m refusingMemory) Remember(ctx context.Context, iss, hop string, offer Element, seen Seen, keep time.Time) (Seen, bool, error) {
+	return Seen{}, false, &CheckError{Reason: ReasonPolicy, Err: m.why}
+}
+
+// Step 4 (ReplayMemory.Remember): a memory that refuses to remember an
+// offer returns a *CheckError, and the offer is rejected at step 4 with
+// its reason and cause, before steps 5-7 (here the dialog, which would
+// be a step-5 rejection); any other error of the memory ends the receive.
+func TestMemoryRefusesAtStep4(t *testing.T) {
+	f := newFixture(t)
+	why := errors.New("not from its iss")
+	r := f.receiver(func(o *Options) { o.Memory = refusingMemory{ReplayMemory: NewMemory(nil), why: why} })
+	b := encode(t, &Handoff{Offer: f.sign("planner", f.offer("planner", "me"), FormJWS)}, JSON)
+	res, err := r.Receive(context.Background(), b, "another dialog")
+	var ce *CheckError
+	if res == nil || res.Outcome != Rejected || res.Reason != ReasonPolicy || !errors.As(err, &ce) || ce.Step != 4 || !errors.Is(err, why) || res.Offer == nil {
+		t.Fatalf("%+v %v, want rejected (policy) at step 4 with the memory's cause and the verified offer", res, err)
+	}
+	broken := errors.New("disk on fire")
+	r = f.receiver(func(o *Options) { o.Memory = failingMemory{ReplayMemory: NewMemory(nil), err: broken} })
+	if res, err := r.Receive(context.Background(), b, ""); res != nil || !errors.Is(err, broken) {
+		t.Fatalf("%+v %v, want the memory's error and no verdict", res, err)
+	}
+}
+
+// failingMemory fails every Remember with err.
+type failingMemory struct {
+	ReplayMemory
+	err error
+}
+
+func (m failingMemory) Remember(context.Context, string, string, Element, Seen, time.Time) (Seen, bool, error) {
+	return Seen{}, false, m.err
+}

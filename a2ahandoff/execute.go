@@ -2,6 +2,7 @@ package a2ahandoff
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 
@@ -88,8 +89,11 @@ func (x *Executor) Execute(ctx context.Context, rc *a2asrv.RequestContext, q eve
 		} else if a.Reason != "" {
 			why = "rejected (" + string(a.Reason) + ")"
 		}
-		if rc.StoredTask == nil && a.Iss != "" {
-			x.noteTask(a, rc.TaskID) // the REJECTED task carries the hop
+		if rc.StoredTask == nil && a.Iss != "" && !errors.Is(a.Err, delegate.ErrSenderNotIss) {
+			// The REJECTED task carries the hop; not a refused sender's
+			// (delegate.Config.SenderMustBeIss): the hop is not recorded,
+			// and is the delegator's own task's once it delivers it.
+			x.noteTask(a, rc.TaskID)
 		}
 		return x.refuse(ctx, rc, q, a.Status, why)
 	case handoff.Equivocation:

@@ -250,6 +250,10 @@ func TestNilAndZeroArguments(t *testing.T) {
 			_, err := a2ahandoff.NewExecutor(ctx, nil, a2ahandoff.ServerConfig{})
 			return err
 		}},
+		{"NewExecutor: SenderMustBeIss with no Sender", a2ahandoff.ErrInvalid, func() error {
+			_, err := a2ahandoff.NewExecutor(ctx, newAgent(), a2ahandoff.ServerConfig{Delegate: delegate.Config{SenderMustBeIss: true}})
+			return err
+		}},
 		{"Executor nil: Delegate is nil", nil, func() error {
 			if nilExecutor.Delegate() != nil || zeroExec.Delegate() != nil {
 				return errors.New("a delegate without an Executor")

@@ -30,8 +30,9 @@ type ServerConfig struct {
 	// sender that is the verified offer's iss (draft "Replay and
 	// Freshness"), and a task's follow-ups, gets and cancels are taken
 	// only from its delegator. Nil means no one is ever authenticated:
-	// retransmissions are answered without a status. UserName reads the
-	// a2asrv CallContext's User.
+	// retransmissions are answered without a status (and NewExecutor
+	// refuses delegate.Config.SenderMustBeIss, which would refuse every
+	// offer). UserName reads the a2asrv CallContext's User.
 	Sender func(ctx context.Context) string
 
 	// AllowPlain lets messages without a Handoff reach the agent
@@ -193,6 +194,9 @@ func NewExecutor(ctx context.Context, agent a2asrv.AgentExecutor, cfg ServerConf
 	}
 	if cfg.OnCancelTimeout < 0 {
 		return nil, invalid("a2ahandoff: ServerConfig.OnCancelTimeout must not be negative")
+	}
+	if cfg.Delegate.SenderMustBeIss && cfg.Sender == nil {
+		return nil, invalid("a2ahandoff: delegate.Config.SenderMustBeIss needs ServerConfig.Sender: with no sender ever authenticated, every offer would be refused")
 	}
 	if cfg.OnCancelTimeout == 0 {
 		cfg.OnCancelTimeout = DefaultOnCancelTimeout

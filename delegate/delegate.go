@@ -203,10 +203,13 @@ type lookupOnly struct {
 type costlyLater struct{}
 
 // readHolder carries, through the receiver, whether the Handoff has a
-// chain, and back the record Remember read.
+// chain and who sent it (for Config.SenderMustBeIss), and back the record
+// Remember read.
 type readHolder struct {
-	chain bool
-	rec   *store.Record
+	chain     bool
+	sender    string
+	mustBeIss bool
+	rec       *store.Record
 }
 
 func (l lookupOnly) Lookup(ctx context.Context, iss, hop string) (handoff.Seen, bool, error) {
@@ -223,7 +226,14 @@ func (l lookupOnly) Lookup(ctx context.Context, iss, hop string) (handoff.Seen, 
 
 func (l lookupOnly) Remember(ctx context.Context, iss, hop string, offer handoff.Element, seen handoff.Seen, _ time.Time) (handoff.Seen, bool, error) {
 	held, _ := ctx.Value(costlyLater{}).(*readHolder)
-	costly := held != nil && held.chain
+	// iss is verified here (steps 1-2). A sender that may not bring a new
+	// hop (Config.SenderMustBeIss) always has the record read: a recorded
+	// hop is answered as from anyone (a retransmission, an equivocation),
+	// and an unrecorded one is refused here, before steps 5-7, so copies
+	// delivered again and again never reach the chain's signatures or the
+	// reference checks.
+	refuse := held != nil && held.mustBeIss && (held.sender == "" || held.sender != iss)
+	costly := refuse || held != nil && held.chain
 	if !costly && l.refs {
 		// Step 7 runs a reference check only for an offer with refs: the
 		// payload, already verified, is read again (microseconds, where
@@ -236,6 +246,9 @@ func (l lookupOnly) Remember(ctx context.Context, iss, hop string, offer handoff
 	}
 	r, err := l.s.Get(ctx, iss, hop)
 	if errors.Is(err, store.ErrNotFound) {
+		if refuse {
+			return handoff.Seen{}, false, &handoff.CheckError{Reason: handoff.ReasonPolicy, Err: ErrSenderNotIss}
+		}
 		return seen, true, nil
 	}
 	if err != nil {

@@ -78,7 +78,7 @@ func (d *Delegate) ReceiveParsed(ctx context.Context, h *handoff.Handoff, parseE
 }
 
 func (d *Delegate) receiveParsed(ctx context.Context, h *handoff.Handoff, parseErr error, dialog, sender string) (*Answer, error) {
-	held := &readHolder{chain: h != nil && len(h.Chain) > 0} // see lookupOnly
+	held := &readHolder{chain: h != nil && len(h.Chain) > 0, sender: sender, mustBeIss: d.cfg.SenderMustBeIss} // see lookupOnly
 	res, err := d.recv.Load().ReceiveParsed(context.WithValue(ctx, costlyLater{}, held), h, parseErr, dialog)
 	if res == nil {
 		return nil, err
@@ -106,6 +106,13 @@ func (d *Delegate) receiveParsed(ctx context.Context, h *handoff.Handoff, parseE
 		}
 		return d.seen(ctx, a, r, res.Handoff.Offer, authenticated)
 	case handoff.Rejected:
+		if errors.Is(res.Err, ErrSenderNotIss) {
+			// Refused at step 4 (lookupOnly.Remember): nothing recorded,
+			// and nothing signed, since a signed "rejected" of a hop the
+			// delegate has not recorded would tell the delegator that the
+			// hop is dead while its own delivery would still be taken.
+			return a, nil
+		}
 		st, err := d.sign(o, dg, handoff.StateRejected, res.Reason, "", nil)
 		if err != nil {
 			return nil, err
@@ -116,14 +123,8 @@ func (d *Delegate) receiveParsed(ctx context.Context, h *handoff.Handoff, parseE
 			a.Status = st
 			return a, nil
 		}
-		if d.cfg.SenderMustBeIss && !authenticated {
-			return d.refuseSender(ctx, a, o, res.Handoff.Offer)
-		}
 		return d.claim(ctx, a, o, res.Handoff.Offer, dg, store.Rejected, st, authenticated, false)
 	case handoff.Accepted:
-		if d.cfg.SenderMustBeIss && !authenticated {
-			return d.refuseSender(ctx, a, o, res.Handoff.Offer)
-		}
 		return d.take(ctx, a, o, res.Handoff.Offer, dg, authenticated)
 	}
 	return nil, fmt.Errorf("delegate: unexpected outcome %q", res.Outcome)
@@ -133,26 +134,6 @@ func (d *Delegate) receiveParsed(ctx context.Context, h *handoff.Handoff, parseE
 // reason policy) of refusing an offer for a new hop whose sender the host
 // protocol did not authenticate as the offer's iss (Config.SenderMustBeIss).
 var ErrSenderNotIss = errors.New("delegate: a new hop is taken only from a sender authenticated as the offer's iss")
-
-// refuseSender answers an offer whose sender may not deliver a new hop
-// (Config.SenderMustBeIss). A hop already recorded is answered as a
-// retransmission or an equivocation, as from any sender (one read, on
-// this path only: a hop that step 4 read and found never comes here).
-// Otherwise the offer is refused, neither recorded nor signed: a
-// signed "rejected" of a hop the delegate has not recorded would tell the
-// delegator that the hop is dead while its own delivery would be taken.
-func (d *Delegate) refuseSender(ctx context.Context, a *Answer, o *handoff.Offer, offer handoff.Element) (*Answer, error) {
-	r, err := d.cfg.Store.Get(ctx, o.Iss, o.Hop)
-	switch {
-	case err == nil:
-		return d.seen(ctx, a, r, offer, false)
-	case !errors.Is(err, store.ErrNotFound):
-		return nil, err
-	}
-	a.Outcome, a.Reason = handoff.Rejected, handoff.ReasonPolicy
-	a.Err = &handoff.CheckError{Reason: handoff.ReasonPolicy, Hop: o.Hop, Index: handoff.OfferIndex, Err: ErrSenderNotIss}
-	return a, nil
-}
 
 // take records an offer that passed every check: "accepted" with its
 // signed status (or "received", deciding later), in one write. The store

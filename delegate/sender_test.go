@@ -3,6 +3,7 @@ package delegate_test
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -101,5 +102,134 @@ func TestSenderMustBeIssStale(t *testing.T) {
 	}
 	if _, err := s.Get(context.Background(), o.Iss, o.Hop); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("a stale offer was recorded: %v", err)
+	}
+}
+
+// TestSenderMustBeIssStopsAtStep4: a copy refused for its sender stops at
+// step 4 (draft "Receiving an Offer": nothing after the replay check runs
+// for it), so a captured offer delivered again and again never reaches
+// the chain's signatures nor the reference checks (found by review: the
+// refusal came after steps 5-7, five copies ran step 7 five times).
+func TestSenderMustBeIssStopsAtStep4(t *testing.T) {
+	ctx := context.Background()
+	w := newWorld(t)
+	w.addAgent("assistant")
+	var refChecks atomic.Int32
+	keys := &countingKeys{KeySource: w.keys}
+	d := w.delegate(w.freshStore(), func(c *delegate.Config) {
+		c.SenderMustBeIss = true
+		c.Options.Keys = keys
+		c.Options.CheckRefs = func(_ context.Context, o *handoff.Offer) ([]handoff.RefOutcome, error) {
+			refChecks.Add(1)
+			return make([]handoff.RefOutcome, len(o.Refs)), nil
+		}
+	})
+	n := w.clock().Unix()
+	first, err := w.signers["assistant"].SignOffer(&handoff.Offer{Hop: handoff.NewHop(), Dialog: "ctx", Iss: "assistant", Aud: "planner", Iat: n, Exp: n + 120}, handoff.FormJWS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	prev := first.Digest()
+	ref := handoff.ContextRef{Kind: handoff.KindDigest, Dig: handoff.Digest{Alg: "sha-256", Val: make([]byte, 32)}}
+	next, err := w.signers["planner"].SignOffer(&handoff.Offer{Hop: handoff.NewHop(), Dialog: "ctx", Iss: "planner", Aud: "coder", Iat: n, Exp: n + 120,
+		Prev: &prev, Refs: []handoff.ContextRef{ref}}, handoff.FormJWS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := (&handoff.Handoff{Offer: first}).PassOn(next).Encode(handoff.JSON)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const copies = 5
+	for range copies {
+		a, err := d.Receive(ctx, b, "ctx", "")
+		if err != nil || !errors.Is(a.Err, delegate.ErrSenderNotIss) {
+			t.Fatalf("%+v %v, want refused for its sender", a, err)
+		}
+		var ce *handoff.CheckError
+		if !errors.As(a.Err, &ce) || ce.Step != 4 || a.Result.ChainQuality != handoff.ChainUnchecked {
+			t.Fatalf("refused at %+v (chain %s), want step 4 with the chain unchecked", ce, a.Result.ChainQuality)
+		}
+	}
+	if n, k := refChecks.Load(), keys.n.Load(); n != 0 || k != copies {
+		t.Fatalf("%d refused copies ran the reference check %d times and looked up %d keys; want none, and one key each (the offer's own)", copies, n, k)
+	}
+	a, err := d.Receive(ctx, b, "ctx", "planner")
+	if err != nil || !a.Take || a.Result.ChainQuality != handoff.ChainFull || refChecks.Load() != 1 {
+		t.Fatalf("the delegator's delivery: %+v %v (reference checks %d), want taken with its chain and refs checked", a, err, refChecks.Load())
+	}
+}
+
+// TestSenderMustBeIssOtherPaths: a refused copy leaves a held cancel held
+// (the delegator's delivery is then refused and recorded canceled), a
+// deferring delegate records the delegator's delivery "received", and a
+// same-content copy (SPEC D5) delivered first by anyone is refused, the
+// delegator's offer then taken, the copy after it a retransmission (a
+// status only to iss). Found holding by review.
+func TestSenderMustBeIssOtherPaths(t *testing.T) {
+	ctx := context.Background()
+	t.Run("a held cancel", func(t *testing.T) {
+		w := newWorld(t)
+		s := w.freshStore()
+		d := w.delegate(s, func(c *delegate.Config) { c.SenderMustBeIss = true })
+		b, o := w.offer("")
+		if _, err := d.Cancel(ctx, cancelStatus(t, w, b), o.Iss, o.Hop); err == nil {
+			t.Fatal("the cancel was not held")
+		}
+		a, err := d.Receive(ctx, b, "ctx", "coder")
+		if err != nil || a.Record != nil || a.Status != nil || !errors.Is(a.Err, delegate.ErrSenderNotIss) {
+			t.Fatalf("the copy: %+v %v", a, err)
+		}
+		a, err = d.Receive(ctx, b, "ctx", "planner")
+		wantRefusedCanceled(t, w, s, a, err, b, o)
+	})
+	t.Run("deferred", func(t *testing.T) {
+		w := newWorld(t)
+		d := w.delegate(w.freshStore(), func(c *delegate.Config) { c.SenderMustBeIss, c.Defer = true, true })
+		b, _ := w.offer("")
+		a, err := d.Receive(ctx, b, "ctx", "coder")
+		if err != nil || a.Record != nil || !errors.Is(a.Err, delegate.ErrSenderNotIss) {
+			t.Fatalf("the copy: %+v %v", a, err)
+		}
+		a, err = d.Receive(ctx, b, "ctx", "planner")
+		if err != nil || a.Outcome != handoff.Accepted || a.Record == nil || a.Record.State != store.Received {
+			t.Fatalf("the delegator's delivery: %+v %v, want recorded received", a, err)
+		}
+	})
+	for _, c := range d5Copies {
+		t.Run(c.name, func(t *testing.T) {
+			w := newWorld(t)
+			d := w.delegate(w.freshStore(), func(cfg *delegate.Config) { cfg.SenderMustBeIss = true })
+			b, o := w.offer("")
+			h, err := handoff.ParseHandoff(b, handoff.Limits{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			first := h.Offer
+			if c.form == handoff.FormCOSE {
+				if first, err = w.signers["planner"].SignOffer(o, handoff.FormCOSE); err != nil {
+					t.Fatal(err)
+				}
+				if b, err = (&handoff.Handoff{Offer: first}).Encode(handoff.JSON); err != nil {
+					t.Fatal(err)
+				}
+			}
+			cb, err := (&handoff.Handoff{Offer: c.make(t, w, first, o)}).Encode(handoff.JSON)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if a, err := d.Receive(ctx, cb, "ctx", ""); err != nil || a.Record != nil || !errors.Is(a.Err, delegate.ErrSenderNotIss) {
+				t.Fatalf("the copy first: %+v %v", a, err)
+			}
+			if a, err := d.Receive(ctx, b, "ctx", "planner"); err != nil || !a.Take {
+				t.Fatalf("the delegator's delivery: %+v %v", a, err)
+			}
+			for _, sender := range []string{"", "planner"} {
+				a, err := d.Receive(ctx, cb, "ctx", sender)
+				if err != nil || a.Outcome != handoff.Retransmission || (a.Status != nil) != (sender == "planner") {
+					t.Fatalf("the copy after, from %q: %+v %v, want a retransmission with a status only for iss", sender, a, err)
+				}
+			}
+		})
 	}
 }

@@ -379,6 +379,10 @@ func TestServerBoundsConfig(t *testing.T) {
 			_, err := mcphandoff.New(ctx, delegate.Config{}, mcphandoff.ServerConfig{Delegate: e.d})
 			return err
 		}},
+		{"SenderMustBeIss with no Sender", "needs ServerConfig.Sender", func() error {
+			_, err := mcphandoff.New(ctx, delegate.Config{SenderMustBeIss: true}, mcphandoff.ServerConfig{})
+			return err
+		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if err := tc.build(); !errors.Is(err, mcphandoff.ErrInvalid) || !strings.Contains(err.Error(), tc.want) {

@@ -31,8 +31,9 @@ type ServerConfig struct {
 	// this call, or "" for none. It is delegate.Receive's sender: a
 	// retransmission gets its status only when the sender is the verified
 	// offer's iss, which the delegate checks. Nil: no one is ever
-	// authenticated, so retransmissions get no status (fail safe).
-	// TokenUser is one.
+	// authenticated, so retransmissions get no status (fail safe), and a
+	// delegate with delegate.Config.SenderMustBeIss refuses every offer
+	// (New refuses that pair). TokenUser is one.
 	Sender func(ctx context.Context, req *mcp.CallToolRequest) string
 	// Dialog returns the dialog identifier the call carries, checked
 	// against the offer's dialog (step 5). Nil: the MCP session id
@@ -198,6 +199,9 @@ func New(ctx context.Context, dc delegate.Config, cfg ServerConfig) (*Server, er
 	}
 	if cfg.Delegate != nil {
 		return nil, invalid("mcphandoff: New builds the delegate from its delegate.Config: ServerConfig.Delegate must be nil")
+	}
+	if dc.SenderMustBeIss && cfg.Sender == nil {
+		return nil, invalid("mcphandoff: delegate.Config.SenderMustBeIss needs ServerConfig.Sender: with no sender ever authenticated, every offer would be refused")
 	}
 	s, err := newServer(cfg)
 	if err != nil {

@@ -74,6 +74,14 @@ type Inbound struct {
 	JWT             InboundJWT // zero: none
 }
 
+// authenticates reports whether in has a way to authenticate a caller.
+func (in Inbound) authenticates() bool {
+	return in.BearerTokensFile != "" || in.ClientCertsFile != "" || in.JWT != (InboundJWT{})
+}
+
+// errNoInbound is why policy.sender_must_be_iss needs inbound.
+var errNoInbound = errors.New("no bearer_tokens_file, client_certs_file or jwt authenticates a caller, so every offer would be refused")
+
 // InboundJWT authenticates callers by a bearer JWT an identity provider
 // signed (jwt.go): checked against the provider's JWKS (JWKSFile or
 // JWKSURL), its Issuer and Audience, and mapped from its Claim to an
@@ -474,8 +482,8 @@ func build(m map[string]any, lines lineMap, dir string) (*Config, error) {
 		c.Policy.RequireFullChain, _ = pol["require_full_chain"].(bool)
 		c.Policy.AdmitCallback, _ = pol["admit_callback"].(bool)
 		c.Policy.SenderMustBeIss, _ = pol["sender_must_be_iss"].(bool)
-		if in := c.Inbound; c.Policy.SenderMustBeIss && in.BearerTokensFile == "" && in.ClientCertsFile == "" && in.JWT == (InboundJWT{}) {
-			fail("policy.sender_must_be_iss", "needs inbound (bearer_tokens_file, client_certs_file or jwt): with no way to authenticate a caller, every offer would be refused")
+		if c.Policy.SenderMustBeIss && !c.Inbound.authenticates() {
+			fail("policy.sender_must_be_iss", "needs inbound: %v", errNoInbound)
 		}
 		if os, ok := pol["origins"].([]any); ok {
 			for _, o := range os {

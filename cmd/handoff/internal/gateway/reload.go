@@ -15,6 +15,11 @@ func (s *Server) Reload(path string) error {
 	defer s.reloadMu.Unlock()
 	c, err := Load(path)
 	var res *Resources
+	if err == nil && s.cfg.Load().Policy.SenderMustBeIss && !c.Inbound.authenticates() {
+		// The running policy stays (a restart key) with the new inbound:
+		// that pair must be one Parse would take.
+		err = fmt.Errorf("inbound: policy.sender_must_be_iss stays on until a restart, and the new inbound is empty: %w", errNoInbound)
+	}
 	if err == nil {
 		res, err = c.Open()
 	}

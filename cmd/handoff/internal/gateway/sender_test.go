@@ -5,7 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"log/slog"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -134,5 +137,61 @@ func TestMCPGatewaySenderMustBeIss(t *testing.T) {
 	}
 	if n := r.tools.runs.Load(); n != 1 {
 		t.Fatalf("the tool ran %d times, want once", n)
+	}
+}
+
+// TestReloadKeepsInboundUnderSenderMustBeIss: policy.sender_must_be_iss
+// is a restart key, so a reload whose file drops both it and inbound
+// would run the option with no way to authenticate anyone (every offer
+// refused): that reload fails, and the running configuration stays, its
+// tokens included (found by review).
+func TestReloadKeepsInboundUnderSenderMustBeIss(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, body string) {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	key, _ := os.ReadFile("../../../../testdata/example/coder.jwk")
+	write("coder.jwk", string(key))
+	trustFile, _ := os.ReadFile("../../../../testdata/example/trust.json")
+	write("trust.json", string(trustFile))
+	write("tokens.json", `{"`+plannerToken+`": "https://planner.example"}`)
+	doc := `listen: 127.0.0.1:0
+identity: {id: "https://coder.example", key_file: coder.jwk}
+trust_file: trust.json
+store: sqlite:hops.db
+inbound: {bearer_tokens_file: tokens.json}
+policy: {sender_must_be_iss: true}
+routes:
+  - {name: tools, protocol: mcp, path: /tools/, upstream: "http://127.0.0.1:1/mcp"}
+`
+	path := filepath.Join(dir, "gateway.yaml")
+	write("gateway.yaml", doc)
+	c, err := Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := c.Open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := New(t.Context(), c, res, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	write("gateway.yaml", strings.Replace(strings.Replace(doc, "inbound: {bearer_tokens_file: tokens.json}\n", "", 1), "policy: {sender_must_be_iss: true}\n", "", 1))
+	if err := s.Reload(path); err == nil || !strings.Contains(err.Error(), "sender_must_be_iss stays on until a restart") {
+		t.Fatalf("a reload dropping inbound under sender_must_be_iss: %v, want it refused", err)
+	}
+	if run := s.cfg.Load(); !run.Policy.SenderMustBeIss || run.Inbound.BearerTokensFile == "" || len(*s.tokens.Load()) != 1 {
+		t.Fatalf("after the refused reload: policy %+v, inbound %+v, %d tokens; want the running configuration kept", run.Policy, run.Inbound, len(*s.tokens.Load()))
+	}
+	// Dropping only the option keeps inbound: taken (the option itself
+	// changes at the next restart).
+	write("gateway.yaml", strings.Replace(doc, "policy: {sender_must_be_iss: true}\n", "", 1))
+	if err := s.Reload(path); err != nil {
+		t.Fatalf("a reload keeping inbound: %v", err)
 	}
 }
