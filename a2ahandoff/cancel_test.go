@@ -522,13 +522,29 @@ func TestCancelBeforeAFollowUpIsTaken(t *testing.T) {
 // work stopped, but the task is not canceled under the new hop (decision
 // 53). The claim is held until the cancel has been answered.
 func TestCancelWhileAFollowUpIsClaimed(t *testing.T) {
+	cancelWhileAFollowUpIsClaimed(t, nil, nil)
+}
+
+// cancelWhileAFollowUpIsClaimed runs TestCancelWhileAFollowUpIsClaimed
+// with the server's config changed by set, and before (if not nil) run
+// once the task's first hop runs and the follow-up's offer h is made,
+// before it is sent.
+func cancelWhileAFollowUpIsClaimed(t *testing.T, set func(*a2ahandoff.ServerConfig), before func(ctx context.Context, srv *server, r1 *a2ahandoff.Reply, h *handoff.Handoff, hop string)) {
 	ctx := context.Background()
 	w := newWorld(t)
 	st := &heldClaims{Store: memStore(), claimed: make(chan struct{}), release: make(chan struct{})}
-	srv := w.serve(t, plannerID, st, handoff.FormJWS, func(c *a2ahandoff.ServerConfig) { c.NoEffectUnlessCompleted = true })
+	srv := w.serve(t, plannerID, st, handoff.FormJWS, func(c *a2ahandoff.ServerConfig) {
+		c.NoEffectUnlessCompleted = true
+		if set != nil {
+			set(c)
+		}
+	})
 	dl := w.delegator(t, assistantID, store.NewMemory(time.Now()), handoff.FormJWS)
 	c := w.client(t, srv.url, assistantID, dl, handoff.JSON)
 	r1, h, issued := offerTwo(ctx, t, c, dl)
+	if before != nil {
+		before(ctx, srv, r1, h, issued.Hop)
+	}
 	st.hold(issued.Hop)
 	sent := make(chan error, 1)
 	go func() {
@@ -556,6 +572,9 @@ func TestCancelWhileAFollowUpIsClaimed(t *testing.T) {
 	case <-srv.agent.started:
 	case <-time.After(10 * time.Second):
 		t.Fatal("the second hop's work did not start")
+	}
+	if r, err := srv.st.Get(ctx, assistantID, issued.Hop); err != nil || r.State != store.Accepted || r.Canceled {
+		t.Fatalf("the second hop's record: %+v %v, want accepted and running", r, err)
 	}
 	cr, err := c.Cancel(ctx, issued.Hop)
 	if err != nil || cr.State() != a2a.TaskStateCanceled {

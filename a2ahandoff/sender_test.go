@@ -24,65 +24,24 @@ import (
 // noted as the hop's, and the task gate took the genuine follow-up for
 // another task's hop.
 func TestRefusedCopyIsNotTheHopsTask(t *testing.T) {
-	ctx := context.Background()
-	w := newWorld(t)
-	st := &heldClaims{Store: memStore(), claimed: make(chan struct{}), release: make(chan struct{})}
-	srv := w.serve(t, plannerID, st, handoff.FormJWS, func(c *a2ahandoff.ServerConfig) {
-		c.NoEffectUnlessCompleted = true
-		c.Delegate.SenderMustBeIss = true
-	})
-	dl := w.delegator(t, assistantID, store.NewMemory(time.Now()), handoff.FormJWS)
-	c := w.client(t, srv.url, assistantID, dl, handoff.JSON)
-	r1, h, issued := offerTwo(ctx, t, c, dl)
-
-	m := say("the copier's work")
-	m.ContextID = r1.Task.ContextID
-	if err := a2ahandoff.AttachHandoff(m, h, handoff.JSON); err != nil {
-		t.Fatal(err)
-	}
-	res, err := a2aClient(t, srv.url, "token-of-"+coderID).SendMessage(ctx, &a2a.MessageSendParams{Message: m})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if tk, ok := res.(*a2a.Task); !ok || tk.Status.State != a2a.TaskStateRejected {
-		t.Fatalf("the copy delivered by %s: %#v, want a REJECTED task", coderID, res)
-	}
-	if _, err := srv.st.Get(ctx, assistantID, issued.Hop); !errors.Is(err, store.ErrNotFound) {
-		t.Fatalf("the refused copy was recorded: %v", err)
-	}
-
-	st.hold(issued.Hop)
-	sent := make(chan error, 1)
-	go func() {
-		_, err := c.Send(ctx, issued.Hop, h, into(r1, "block"), &a2a.MessageSendConfig{Blocking: new(false)})
-		sent <- err
-	}()
-	select {
-	case <-st.claimed:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the follow-up's offer was not claimed")
-	}
-	_, cerr := c.Cancel(ctx, r1.Hop)
-	close(st.release)
-	if !errors.Is(cerr, a2a.ErrTaskNotCancelable) {
-		t.Fatalf("cancel of the first hop while the delegator's follow-up was being claimed: %v; want the task not canceled", cerr)
-	}
-	if err := <-sent; err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-srv.agent.started:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the follow-up's work did not start")
-	}
-	if r, err := srv.st.Get(ctx, assistantID, issued.Hop); err != nil || r.State != store.Accepted || r.Canceled {
-		t.Fatalf("the follow-up's record: %+v %v, want accepted and running", r, err)
-	}
-	cr, err := c.Cancel(ctx, issued.Hop)
-	if err != nil || cr.State() != a2a.TaskStateCanceled {
-		t.Fatalf("cancel of the follow-up, the last open hop: %v; want the task canceled", err)
-	}
-	srv.x.Wait()
+	cancelWhileAFollowUpIsClaimed(t, func(c *a2ahandoff.ServerConfig) { c.Delegate.SenderMustBeIss = true },
+		func(ctx context.Context, srv *server, r1 *a2ahandoff.Reply, h *handoff.Handoff, hop string) {
+			m := say("the copier's work")
+			m.ContextID = r1.Task.ContextID
+			if err := a2ahandoff.AttachHandoff(m, h, handoff.JSON); err != nil {
+				t.Fatal(err)
+			}
+			res, err := a2aClient(t, srv.url, "token-of-"+coderID).SendMessage(ctx, &a2a.MessageSendParams{Message: m})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tk, ok := res.(*a2a.Task); !ok || tk.Status.State != a2a.TaskStateRejected {
+				t.Fatalf("the copy delivered by %s: %#v, want a REJECTED task", coderID, res)
+			}
+			if _, err := srv.st.Get(ctx, assistantID, hop); !errors.Is(err, store.ErrNotFound) {
+				t.Fatalf("the refused copy was recorded: %v", err)
+			}
+		})
 }
 
 // heldSecondGet is a hop store whose second Get of one hop (after the

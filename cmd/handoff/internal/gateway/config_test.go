@@ -273,19 +273,32 @@ func TestParseBounds(t *testing.T) {
 	}
 }
 
-// TestOpen reads the files a configuration names; their problems are at
-// the key that names them, and never quote a secret.
-func TestOpen(t *testing.T) {
+// exampleDir is a folder holding the example coder's key (coder.jwk) and
+// trust file (trust.json), for configurations that name them, and a
+// function that writes more files into it.
+func exampleDir(t *testing.T) (string, func(name, body string)) {
+	t.Helper()
 	dir := t.TempDir()
-	write := func(name, s string) {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(s), 0o600); err != nil {
+	write := func(name, body string) {
+		t.Helper()
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o600); err != nil {
 			t.Fatal(err)
 		}
 	}
-	key, _ := os.ReadFile("../../../../testdata/example/coder.jwk")
-	write("coder.jwk", string(key))
-	trustFile, _ := os.ReadFile("../../../../testdata/example/trust.json")
-	write("trust.json", string(trustFile))
+	for _, name := range []string{"coder.jwk", "trust.json"} {
+		b, err := os.ReadFile(filepath.Join("..", "..", "..", "..", "testdata", "example", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		write(name, string(b))
+	}
+	return dir, write
+}
+
+// TestOpen reads the files a configuration names; their problems are at
+// the key that names them, and never quote a secret.
+func TestOpen(t *testing.T) {
+	dir, write := exampleDir(t)
 	write("tokens.json", `{"s3cret-token-planner-0123456789": "https://planner.example"}`)
 	c, err := Parse([]byte(good), dir)
 	if err != nil {
@@ -307,8 +320,10 @@ func TestOpen(t *testing.T) {
 	}
 
 	write("tokens.json", `{"short": "https://planner.example", "s3cret-token-planner-0123456789": "https://planner.example", "s3cret-token-planner-0123456789": "x"}`)
+	key, _ := os.ReadFile(filepath.Join(dir, "coder.jwk"))
+	trustFile, _ := os.ReadFile(filepath.Join(dir, "trust.json"))
 	write("trust.json", `{"agents": []`)
-	write("coder.jwk", string(trustFile))
+	write("coder.jwk", string(trustFile)) // a trust file where the key belongs
 	_, err = c.Open()
 	msg := err.Error()
 	for _, want := range []string{"identity.key_file (line 5): not a private key", "trust_file (line 6): ", "inbound.bearer_tokens_file (line 9): "} {

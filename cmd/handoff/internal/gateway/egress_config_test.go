@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"log/slog"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -102,16 +101,7 @@ func TestParseEgressRefuses(t *testing.T) {
 // are read by Open, each fault at the key that names the file, no
 // secret quoted.
 func TestOpenEgressAndOperatorFiles(t *testing.T) {
-	dir := t.TempDir()
-	write := func(name, body string) {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	key, _ := os.ReadFile("../../../../testdata/example/coder.jwk")
-	write("coder.jwk", string(key))
-	trustFile, _ := os.ReadFile("../../../../testdata/example/trust.json")
-	write("trust.json", string(trustFile))
+	dir, write := exampleDir(t)
 	write("tester.token", "secret-token-of-the-coder-for-the-tester\n")
 	write("operators.json", `{"operator-token-0123456789": "alice"}`)
 	c, err := Parse([]byte(egressGood), dir)
@@ -149,16 +139,7 @@ func TestOpenEgressAndOperatorFiles(t *testing.T) {
 // does taking the operator key away (the console stays mounted until a
 // restart, with no one to sign in).
 func TestReloadRevokesEveryOperator(t *testing.T) {
-	dir := t.TempDir()
-	write := func(name, body string) {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	key, _ := os.ReadFile("../../../../testdata/example/coder.jwk")
-	write("coder.jwk", string(key))
-	trustFile, _ := os.ReadFile("../../../../testdata/example/trust.json")
-	write("trust.json", string(trustFile))
+	dir, write := exampleDir(t)
 	write("operators.json", `{"operator-token-0123456789": "alice"}`)
 	doc := `listen: 127.0.0.1:0
 admin: 127.0.0.1:0
@@ -170,19 +151,7 @@ routes:
   - {name: tools, protocol: mcp, path: /tools/, upstream: "http://127.0.0.1:1/mcp"}
 `
 	write("gateway.yaml", doc)
-	c, err := Load(filepath.Join(dir, "gateway.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	res, err := c.Open()
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := New(t.Context(), c, res, slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := serveFile(t, filepath.Join(dir, "gateway.yaml"))
 	if len(*s.operators.Load()) != 1 {
 		t.Fatal("no operator at start")
 	}
@@ -204,6 +173,26 @@ routes:
 	if n := len(*s.operators.Load()); n != 0 {
 		t.Fatalf("%d operators after the operator key was taken away", n)
 	}
+}
+
+// serveFile is a gateway (not listening) from the configuration file at
+// path, as handoff serve starts one; it is closed when the test ends.
+func serveFile(t *testing.T, path string) *Server {
+	t.Helper()
+	c, err := Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := c.Open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := New(t.Context(), c, res, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
 }
 
 // TestParsePolicyOrigins: policy.origins (draft "Truncated Chains")

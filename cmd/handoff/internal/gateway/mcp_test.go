@@ -219,6 +219,24 @@ func (r *mcpRig) offer(t *testing.T, cs *mcp.ClientSession, work string) (*hando
 	return h, hop.Hop
 }
 
+// post sends body to the gateway's route in the MCP session, as a raw
+// POST with no credential.
+func (r *mcpRig) post(t *testing.T, session, body string) *http.Response {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, r.url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Mcp-Session-Id", session)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp
+}
+
 func call(mode string) *mcp.CallToolParams {
 	return &mcp.CallToolParams{Name: "run-tests", Arguments: map[string]any{"mode": mode}}
 }
@@ -361,14 +379,7 @@ func TestMCPGatewayRefuses(t *testing.T) {
 	// A raw POST: the SDK's client would not send a duplicate member.
 	body := `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"run-tests","arguments":{"mode":"ok"},` +
 		`"_meta":{"` + mcphandoff.Key + `":{"offer":"a.b.c","offer":"d.e.f"}}}}`
-	req, _ := http.NewRequest(http.MethodPost, r.url, strings.NewReader(body))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	req.Header.Set("Mcp-Session-Id", cs.ID())
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
+	resp := r.post(t, cs.ID(), body)
 	var answer rpcMessage
 	json.NewDecoder(resp.Body).Decode(&answer)
 	resp.Body.Close()

@@ -5,9 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
-	"log/slog"
-	"net/http"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -110,14 +107,7 @@ func TestMCPGatewaySenderMustBeIss(t *testing.T) {
 		t.Fatal(err)
 	}
 	body := `{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"run-tests","arguments":{"mode":"ok"},"_meta":` + string(meta) + `}}`
-	req, _ := http.NewRequest(http.MethodPost, r.url, strings.NewReader(body))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	req.Header.Set("Mcp-Session-Id", cs.ID())
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
+	resp := r.post(t, cs.ID(), body)
 	raw, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	if !strings.Contains(string(raw), `"isError":true`) || !strings.Contains(string(raw), "policy") || strings.Contains(string(raw), `"status"`) {
@@ -146,16 +136,7 @@ func TestMCPGatewaySenderMustBeIss(t *testing.T) {
 // refused): that reload fails, and the running configuration stays, its
 // tokens included (found by review).
 func TestReloadKeepsInboundUnderSenderMustBeIss(t *testing.T) {
-	dir := t.TempDir()
-	write := func(name, body string) {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	key, _ := os.ReadFile("../../../../testdata/example/coder.jwk")
-	write("coder.jwk", string(key))
-	trustFile, _ := os.ReadFile("../../../../testdata/example/trust.json")
-	write("trust.json", string(trustFile))
+	dir, write := exampleDir(t)
 	write("tokens.json", `{"`+plannerToken+`": "https://planner.example"}`)
 	doc := `listen: 127.0.0.1:0
 identity: {id: "https://coder.example", key_file: coder.jwk}
@@ -168,19 +149,7 @@ routes:
 `
 	path := filepath.Join(dir, "gateway.yaml")
 	write("gateway.yaml", doc)
-	c, err := Load(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	res, err := c.Open()
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := New(t.Context(), c, res, slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := serveFile(t, path)
 	write("gateway.yaml", strings.Replace(strings.Replace(doc, "inbound: {bearer_tokens_file: tokens.json}\n", "", 1), "policy: {sender_must_be_iss: true}\n", "", 1))
 	if err := s.Reload(path); err == nil || !strings.Contains(err.Error(), "sender_must_be_iss stays on until a restart") {
 		t.Fatalf("a reload dropping inbound under sender_must_be_iss: %v, want it refused", err)
