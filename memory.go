@@ -24,9 +24,10 @@ type ReplayMemory interface {
 	// which the receiver has computed already (hashing the octets again
 	// would cost about 1% of a verification). A memory that refuses to
 	// remember the offer (its own local policy: the delegate's
-	// SenderMustBeIss, say) returns a *CheckError: the offer is then
-	// rejected at step 4 with that error's reason, member and cause, and
-	// steps 5-7 do not run. Any other error ends the receive with it.
+	// SenderMustBeIss, say) returns a *CheckError, unwrapped, with a
+	// rejection's Reason (not empty, not equivocation): the offer is then
+	// rejected at step 4 with that reason, member and cause, and steps
+	// 5-7 do not run. Any other error ends the receive with it.
 	Remember(ctx context.Context, iss, hop string, offer Element, seen Seen, keepUntil time.Time) (Seen, bool, error)
 }
 

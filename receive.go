@@ -400,7 +400,7 @@ func (r *Receiver) receive(ctx context.Context, h *Handoff, parseErr error, dial
 	}
 	keep := time.Unix(o.Exp, 0).Add(r.o.Skew)
 	first, stored, err := r.o.Memory.Remember(ctx, o.Iss, o.Hop, h.Offer, seen, keep)
-	if ce, ok := err.(*CheckError); ok {
+	if ce, ok := err.(*CheckError); ok && ce != nil && ce.Reason != "" && ce.Reason != ReasonEquivocation {
 		// The memory's refusal (ReplayMemory.Remember): a rejection here,
 		// not a failure of the receive.
 		return reject(ce.Reason, 4, OfferIndex, ce.Member, ce.Err)

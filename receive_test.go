@@ -704,9 +704,12 @@ func TestMemoryRefusesAtStep4(t *testing.T) {
 		t.Fatalf("%+v %v, want rejected (policy) at step 4 with the memory's cause and the verified offer", res, err)
 	}
 	broken := errors.New("disk on fire")
-	r = f.receiver(func(o *Options) { o.Memory = failingMemory{ReplayMemory: NewMemory(nil), err: broken} })
-	if res, err := r.Receive(context.Background(), b, ""); res != nil || !errors.Is(err, broken) {
-		t.Fatalf("%+v %v, want the memory's error and no verdict", res, err)
+	var nilCheck *CheckError
+	for _, fail := range []error{broken, nilCheck, &CheckError{Err: why}, &CheckError{Reason: ReasonEquivocation, Err: why}} {
+		r = f.receiver(func(o *Options) { o.Memory = failingMemory{ReplayMemory: NewMemory(nil), err: fail} })
+		if res, err := r.Receive(context.Background(), b, ""); res != nil || err == nil {
+			t.Fatalf("memory error %#v: %+v %v, want the receive ended with the memory's error (no rejection without a rejection's reason)", fail, res, err)
+		}
 	}
 }
 

@@ -89,7 +89,7 @@ func (x *Executor) Execute(ctx context.Context, rc *a2asrv.RequestContext, q eve
 		} else if a.Reason != "" {
 			why = "rejected (" + string(a.Reason) + ")"
 		}
-		if rc.StoredTask == nil && a.Iss != "" && !errors.Is(a.Err, delegate.ErrSenderNotIss) {
+		if rc.StoredTask == nil && a.Iss != "" && (a.Record != nil || !errors.Is(a.Err, delegate.ErrSenderNotIss)) {
 			// The REJECTED task carries the hop; not a refused sender's
 			// (delegate.Config.SenderMustBeIss): the hop is not recorded,
 			// and is the delegator's own task's once it delivers it.

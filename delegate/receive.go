@@ -106,7 +106,7 @@ func (d *Delegate) receiveParsed(ctx context.Context, h *handoff.Handoff, parseE
 		}
 		return d.seen(ctx, a, r, res.Handoff.Offer, authenticated)
 	case handoff.Rejected:
-		if errors.Is(res.Err, ErrSenderNotIss) {
+		if res.Err.Step == 4 && errors.Is(res.Err, ErrSenderNotIss) {
 			// Refused at step 4 (lookupOnly.Remember): nothing recorded,
 			// and nothing signed, since a signed "rejected" of a hop the
 			// delegate has not recorded would tell the delegator that the
@@ -131,8 +131,9 @@ func (d *Delegate) receiveParsed(ctx context.Context, h *handoff.Handoff, parseE
 }
 
 // ErrSenderNotIss is the cause (Answer.Err, a *handoff.CheckError with
-// reason policy) of refusing an offer for a new hop whose sender the host
-// protocol did not authenticate as the offer's iss (Config.SenderMustBeIss).
+// reason policy at step 4) of refusing an offer for a new hop whose
+// sender the host protocol did not authenticate as the offer's iss
+// (Config.SenderMustBeIss).
 var ErrSenderNotIss = errors.New("delegate: a new hop is taken only from a sender authenticated as the offer's iss")
 
 // take records an offer that passed every check: "accepted" with its

@@ -3,6 +3,7 @@ package delegate_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -231,5 +232,39 @@ func TestSenderMustBeIssOtherPaths(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestSenderNotIssOnlyFromTheMemory: ErrSenderNotIss is exported, so a
+// host's hook may wrap it; only the memory's step-4 refusal is answered
+// unsigned and unrecorded. A grant check failing with it, the option off
+// and the sender the iss, is a step-7 rejection like any other: signed
+// and recorded (found by review).
+func TestSenderNotIssOnlyFromTheMemory(t *testing.T) {
+	ctx := context.Background()
+	w := newWorld(t)
+	s := w.freshStore()
+	d := w.delegate(s, func(c *delegate.Config) {
+		c.Options.CheckGrant = func(context.Context, handoff.Digest) error {
+			return fmt.Errorf("the host says: %w", delegate.ErrSenderNotIss)
+		}
+	})
+	n := w.clock().Unix()
+	o := &handoff.Offer{Hop: handoff.NewHop(), Dialog: "ctx", Iss: "planner", Aud: "coder", Iat: n, Exp: n + 120,
+		Grant: &handoff.Digest{Alg: "sha-256", Val: make([]byte, 32)}}
+	el, err := w.signers["planner"].SignOffer(o, handoff.FormJWS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := (&handoff.Handoff{Offer: el}).Encode(handoff.JSON)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := d.Receive(ctx, b, "ctx", "planner")
+	if err != nil || a.Outcome != handoff.Rejected || a.Status == nil || a.Record == nil {
+		t.Fatalf("%+v %v, want a signed and recorded rejection", a, err)
+	}
+	if r, err := s.Get(ctx, o.Iss, o.Hop); err != nil || r.State != store.Rejected {
+		t.Fatalf("record %+v %v, want rejected", r, err)
 	}
 }

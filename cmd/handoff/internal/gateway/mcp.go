@@ -364,8 +364,10 @@ func (m *mcpRoute) call(w http.ResponseWriter, req *http.Request, msg rpcMessage
 	}
 	h, herr := m.d.ParseHandoff(b) // the route's receiver: its bounds, and the shared cache's warm read
 	// The record must be complete even if the caller goes away meanwhile.
-	bg := withLogAttrs(context.WithoutCancel(req.Context()), slog.String("protocol", "mcp"), slog.String("tool", p.Name))
-	a, err := m.d.ReceiveParsed(bg, h, herr, session, m.s.sender(bg, req.Header.Get("Authorization"), clientCert(req)))
+	bg := context.WithoutCancel(req.Context())
+	sender := m.s.sender(bg, req.Header.Get("Authorization"), clientCert(req))
+	bg = withLogAttrs(bg, slog.String("protocol", "mcp"), slog.String("tool", p.Name), slog.String("sender", sender))
+	a, err := m.d.ReceiveParsed(bg, h, herr, session, sender)
 	if a == nil {
 		m.s.log.Error("the hop store failed; nothing was decided", "route", m.cfg.Name, "err", oneLine(err))
 		writeRPCError(w, msg.ID, http.StatusOK, -32603, "handoff gateway: the hop store failed; nothing was decided: ask again")

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"io"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -86,6 +88,15 @@ func TestGatewaySenderMustBeIss(t *testing.T) {
 	if n := testutil.ToFloat64(r.gw.metrics.answers.WithLabelValues("coder", "rejected", "policy")); n != 1 {
 		t.Errorf("rejected/policy answers counted %v, want 1", n)
 	}
+	// The log names who brought each delivery and why the copy was refused.
+	var refused, taken bool
+	for _, line := range strings.Split(r.logs.String(), "\n") {
+		refused = refused || strings.Contains(line, "verdict=rejected") && strings.Contains(line, `sender=""`) && strings.Contains(line, "authenticated as the offer's iss")
+		taken = taken || strings.Contains(line, "verdict=accepted") && strings.Contains(line, "sender=https://planner.example")
+	}
+	if !refused || !taken {
+		t.Errorf("log lines of the refused copy (%v) and of the planner's delivery (%v) with their senders missing:\n%s", refused, taken, r.logs.String())
+	}
 }
 
 // TestMCPGatewaySenderMustBeIss is the same over MCP: the planner's offer
@@ -157,10 +168,20 @@ routes:
 	if run := s.cfg.Load(); !run.Policy.SenderMustBeIss || run.Inbound.BearerTokensFile == "" || len(*s.tokens.Load()) != 1 {
 		t.Fatalf("after the refused reload: policy %+v, inbound %+v, %d tokens; want the running configuration kept", run.Policy, run.Inbound, len(*s.tokens.Load()))
 	}
-	// Dropping only the option keeps inbound: taken (the option itself
-	// changes at the next restart).
+	// Dropping only the option keeps inbound: taken, and the option
+	// itself changes at the next restart (a restart key).
 	write("gateway.yaml", strings.Replace(doc, "policy: {sender_must_be_iss: true}\n", "", 1))
 	if err := s.Reload(path); err != nil {
 		t.Fatalf("a reload keeping inbound: %v", err)
+	}
+	next, err := Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ks := restartKeys(s.cfg.Load(), next); !slices.Contains(ks, "policy.sender_must_be_iss") {
+		t.Errorf("restart keys %v, want policy.sender_must_be_iss among them", ks)
+	}
+	if red, err := s.cfg.Load().Redacted(); err != nil || !regexp.MustCompile(`"sender_must_be_iss":\s*true`).Match(red) {
+		t.Errorf("the effective configuration does not show the running option: %s %v", red, err)
 	}
 }

@@ -360,20 +360,23 @@ func (b bearerAuth) Before(ctx context.Context, cc *a2asrv.CallContext, req *a2a
 		method = "other"
 	}
 	noteMethod(ctx, method)
-	attrs := []slog.Attr{slog.String("protocol", "a2a"), slog.String("method", method)}
-	if p, ok := req.Payload.(*a2a.MessageSendParams); ok && p != nil && p.Message != nil {
-		attrs = append(attrs, slog.String("context_id", p.Message.ContextID))
-	}
-	ctx = withLogAttrs(ctx, attrs...)
 	auth := ""
 	if v, ok := cc.RequestMeta().Get("authorization"); ok && len(v) == 1 {
 		auth = v[0]
 	}
 	cert, _ := ctx.Value(certKey{}).(*x509.Certificate)
-	if id := b.s.sender(ctx, auth, cert); id != "" {
+	id := b.s.sender(ctx, auth, cert)
+	if id != "" {
 		cc.User = &a2asrv.AuthenticatedUser{UserName: id}
 	}
-	return ctx, nil
+	// sender: the AgentId inbound authenticated ("" for none), so that an
+	// operator sees who brought an offer (a copy refused for its sender,
+	// decision 104, say).
+	attrs := []slog.Attr{slog.String("protocol", "a2a"), slog.String("method", method), slog.String("sender", id)}
+	if p, ok := req.Payload.(*a2a.MessageSendParams); ok && p != nil && p.Message != nil {
+		attrs = append(attrs, slog.String("context_id", p.Message.ContextID))
+	}
+	return withLogAttrs(ctx, attrs...), nil
 }
 
 // certKey keys a request's verified TLS client certificate in its
