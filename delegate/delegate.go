@@ -75,10 +75,11 @@ type Config struct {
 	HeldCancels store.HoldLimits
 	// SenderMustBeIss: a new hop is recorded (taken, or rejected from
 	// step 5 on) only when the host protocol authenticated the request's
-	// sender as the verified offer's iss. An offer for an unrecorded hop
-	// from anyone else is refused with ErrSenderNotIss: nothing recorded,
-	// no status, no work, so the delegator's own delivery that follows is
-	// still a fresh offer. This closes the first-delivery hijack (a copy
+	// sender as the verified offer's iss. An offer that passes steps 1-3
+	// for an unrecorded hop, from anyone else, is refused at step 4 with
+	// ErrSenderNotIss: nothing recorded, no status, no work, so the
+	// delegator's own delivery that follows is still a fresh offer (a
+	// stale or replayed offer keeps its signed rejection). This closes the first-delivery hijack (a copy
 	// of the offer taken in transit and delivered first, in a message of
 	// the attacker's: docs/threat-model.md section 4) where every
 	// delegator authenticates to the delegate. Retransmissions and

@@ -133,7 +133,8 @@ func (d *Delegate) receiveParsed(ctx context.Context, h *handoff.Handoff, parseE
 // ErrSenderNotIss is the cause (Answer.Err, a *handoff.CheckError with
 // reason policy at step 4) of refusing an offer for a new hop whose
 // sender the host protocol did not authenticate as the offer's iss
-// (Config.SenderMustBeIss).
+// (Config.SenderMustBeIss). The refusal is the Answer with this cause and
+// no Record (a host's hook may wrap it too: that rejection is recorded).
 var ErrSenderNotIss = errors.New("delegate: a new hop is taken only from a sender authenticated as the offer's iss")
 
 // take records an offer that passed every check: "accepted" with its
