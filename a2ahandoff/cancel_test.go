@@ -170,9 +170,7 @@ func TestCancelRacingTheEndOfAnExecution(t *testing.T) {
 	dl := w.delegator(t, assistantID, store.NewMemory(time.Now()), handoff.FormJWS)
 	c := w.client(t, srv.url, assistantID, dl, handoff.JSON)
 	r1, h, issued := offerTwo(ctx, t, c, dl)
-	if _, err := c.Send(ctx, issued.Hop, h, into(r1, "block"), &a2a.MessageSendConfig{Blocking: new(false)}); err != nil {
-		t.Fatal(err)
-	}
+	sendBlocking(ctx, t, c, issued.Hop, h, r1)
 	<-srv.agent.started
 
 	// The second execution's INPUT_REQUIRED is held in Save until the
@@ -345,9 +343,7 @@ func TestCancelsOfTwoHopsAtOnce(t *testing.T) {
 	mu.Lock()
 	second = issued.Hop
 	mu.Unlock()
-	if _, err := c.Send(ctx, issued.Hop, h, into(r1, "block"), &a2a.MessageSendConfig{Blocking: new(false)}); err != nil {
-		t.Fatal(err)
-	}
+	sendBlocking(ctx, t, c, issued.Hop, h, r1)
 	<-srv.agent.started
 
 	secondErr := make(chan error, 1)
@@ -710,6 +706,16 @@ func offerTwo(ctx context.Context, t *testing.T, c *a2ahandoff.Client, dl *deleg
 		t.Fatal(err)
 	}
 	return r1, h, issued
+}
+
+// sendBlocking sends the offer h for hop into the task of r with the
+// text "block" (its work runs until released), not waiting for the
+// task to settle.
+func sendBlocking(ctx context.Context, t *testing.T, c *a2ahandoff.Client, hop string, h *handoff.Handoff, r *a2ahandoff.Reply) {
+	t.Helper()
+	if _, err := c.Send(ctx, hop, h, into(r, "block"), &a2a.MessageSendConfig{Blocking: new(false)}); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // into is a user message saying text, sent into the task of r.

@@ -51,9 +51,7 @@ func TestCancelBeforeAFollowUpWithoutNewHandler(t *testing.T) {
 		case <-time.After(10 * time.Second):
 		}
 	})
-	if _, err := c.Send(ctx, issued.Hop, h, into(r1, "block"), &a2a.MessageSendConfig{Blocking: new(false)}); err != nil {
-		t.Fatal(err)
-	}
+	sendBlocking(ctx, t, c, issued.Hop, h, r1)
 	if err := <-done; err != nil {
 		t.Fatalf("cancel of the task's last open hop: %v", err)
 	}
@@ -88,9 +86,7 @@ func TestCancelMarkEndsWhenTheClientGoesAway(t *testing.T) {
 	dl := w.delegator(t, assistantID, store.NewMemory(time.Now()), handoff.FormJWS)
 	c := w.client(t, srv.url, assistantID, dl, handoff.JSON)
 	r1, h, issued := offerTwo(ctx, t, c, dl)
-	if _, err := c.Send(ctx, issued.Hop, h, into(r1, "block"), &a2a.MessageSendConfig{Blocking: new(false)}); err != nil {
-		t.Fatal(err)
-	}
+	sendBlocking(ctx, t, c, issued.Hop, h, r1)
 	<-srv.agent.started
 	firstDone := make(chan error, 1)
 	tasks.hold(r1.Task.ID, a2a.TaskStateInputRequired, func() {

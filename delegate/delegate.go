@@ -79,11 +79,12 @@ type Config struct {
 	// for an unrecorded hop, from anyone else, is refused at step 4 with
 	// ErrSenderNotIss: nothing recorded, no status, no work, so the
 	// delegator's own delivery that follows is still a fresh offer (a
-	// stale or replayed offer keeps its signed rejection). This closes the first-delivery hijack (a copy
-	// of the offer taken in transit and delivered first, in a message of
-	// the attacker's: docs/threat-model.md section 4) where every
-	// delegator authenticates to the delegate. Retransmissions and
-	// equivocations are answered as always (statuses only to iss).
+	// stale or replayed offer keeps its signed rejection). This closes
+	// the first-delivery hijack (a copy of the offer taken in transit and
+	// delivered first, in a message of the attacker's:
+	// docs/threat-model.md section 4) where every delegator
+	// authenticates to the delegate. Retransmissions and equivocations
+	// are answered as always (statuses only to iss).
 	SenderMustBeIss bool
 }
 

@@ -14,12 +14,12 @@ import (
 // Answer is what became of a received Handoff and what to send back.
 type Answer struct {
 	// Outcome, Reason and Err are the answer's final word: the receiver's
-	// verdict, or the delegate's own refusal (rejected, policy) of an
-	// offer that passed the checks but that the delegator had canceled
-	// before its work could begin, or of a new hop from a sender not
-	// authenticated as its iss (Config.SenderMustBeIss: Err wraps
-	// ErrSenderNotIss). Result, the receiver's verdict, is never
-	// rewritten.
+	// verdict (including the step-4 refusal of a new hop from a sender not
+	// authenticated as its iss, Config.SenderMustBeIss: Err wraps
+	// ErrSenderNotIss), or the delegate's own refusal (rejected, policy)
+	// of an offer that passed the checks but that the delegator had
+	// canceled before its work could begin. Result, the receiver's
+	// verdict, is never rewritten.
 	Outcome handoff.Outcome
 	Reason  handoff.Reason // "" unless rejected or equivocated
 	Err     error          // a *handoff.CheckError for a rejection or an equivocation, else nil
